@@ -1,0 +1,1 @@
+"""rnnbench.benchmarks — workloads as data, timing, and the asv and pytest-benchmark suites."""

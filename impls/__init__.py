@@ -1,0 +1,1 @@
+"""rnnbench.impls — the implementation contract, the registry and the built-in implementations."""

@@ -1,0 +1,81 @@
+"""The implementation contract.
+
+An implementation of a kind is a constructor with torch.nn's signature for that kind (e.g.
+`torch.nn.RNN(input_size, hidden_size, num_layers=1, nonlinearity='tanh', bias=True,
+batch_first=False, dropout=0.0, bidirectional=False, device=None, dtype=None)`) returning an
+`nn.Module` whose `forward` and `state_dict` follow torch.nn. An `Implementation` groups the
+kinds one implementation provides and declares the features it does not support, so the checks
+that need them are reported as not supported rather than failed.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from rnnbench.reference import Config
+
+# Features an implementation may declare unsupported. Configuration features are derived from a
+# Config by `required_features`; dtypes and devices are named as torch names them.
+CONFIG_FEATURES = ("num_layers", "bidirectional", "batch_first", "proj_size", "no_bias", "relu",
+                   "dropout", "unbatched")
+DTYPE_FEATURES = ("float64", "float32", "float16", "bfloat16")
+DEVICE_FEATURES = ("cpu", "cuda")
+OTHER_FEATURES = ("backward",)
+FEATURES = CONFIG_FEATURES + DTYPE_FEATURES + DEVICE_FEATURES + OTHER_FEATURES
+
+
+def required_features(cfg: Config, *, batched: bool = True, dtype: str = "float32",
+                      device: str = "cpu", backward: bool = False) -> list[str]:
+    """The features running `cfg` this way needs, in FEATURES order."""
+    needed = {
+        "num_layers": cfg.num_layers > 1,
+        "bidirectional": cfg.bidirectional,
+        "batch_first": cfg.batch_first,
+        "proj_size": cfg.proj_size > 0,
+        "no_bias": not cfg.bias,
+        "relu": cfg.nonlinearity == "relu",
+        "dropout": cfg.dropout > 0,
+        "unbatched": not batched,
+        dtype: True,
+        device: True,
+        "backward": backward,
+    }
+    return [f for f in FEATURES if needed.get(f)]
+
+
+def always_available() -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Implementation:
+    """One implementation: its constructors per kind and what it does not support.
+
+    `availability` returns None when the implementation can run here, else the reason it cannot
+    (e.g. "needs a CUDA GPU"); it is called lazily because finding out can be slow.
+    """
+
+    name: str
+    kinds: Mapping[str, Callable]
+    description: str = ""
+    unsupported: frozenset[str] = frozenset()
+    availability: Callable[[], str | None] = field(default=always_available, compare=False)
+
+    def __post_init__(self) -> None:
+        unknown = set(self.unsupported) - set(FEATURES)
+        if unknown:
+            raise ValueError(f"{self.name}: unknown features {sorted(unknown)}; known: {FEATURES}")
+
+    def constructor(self, kind: str) -> Callable:
+        """The torch.nn-like constructor of `kind`; KeyError if this implementation lacks it."""
+        try:
+            return self.kinds[kind]
+        except KeyError:
+            raise KeyError(f"{self.name} provides no {kind!r} (it provides {', '.join(self.kinds)})") from None
+
+    def unavailable_reason(self) -> str | None:
+        return self.availability()
+
+    def missing_features(self, cfg: Config, **how) -> list[str]:
+        """The features `cfg` run this way (see `required_features`) needs that are unsupported."""
+        return [f for f in required_features(cfg, **how) if f in self.unsupported]

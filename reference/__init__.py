@@ -1,0 +1,20 @@
+"""rnnbench.reference — the spec: the single source of truth for what a conforming RNN does.
+
+Configurations, parameter names and shapes, init distributions, expected tensor shapes, FLOP
+counts, the tolerance policy, and a float64 NumPy forward and hand-written backward (BPTT).
+Nothing in this package imports torch: it is an independent reference, and a test enforces that.
+
+Conventions are torch.nn's; see `rnnbench.reference.numerics` for the equations.
+"""
+from rnnbench.reference.config import CELL_KINDS, KINDS, SEQUENCE_KINDS, Config, ConfigError
+from rnnbench.reference.flops import forward_flops
+from rnnbench.reference.numerics import backward, forward
+from rnnbench.reference.params import Uniform, init_spec, param_count, param_shapes, param_suffix
+from rnnbench.reference.shapes import io_shapes
+from rnnbench.reference.tolerance import Tolerance, tolerance
+
+__all__ = [
+    "CELL_KINDS", "KINDS", "SEQUENCE_KINDS", "Config", "ConfigError", "Tolerance", "Uniform",
+    "backward", "forward", "forward_flops", "init_spec", "io_shapes", "param_count",
+    "param_shapes", "param_suffix", "tolerance",
+]

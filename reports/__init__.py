@@ -1,0 +1,1 @@
+"""rnnbench.reports — renders conformance and benchmark results to Markdown and HTML."""

@@ -1,0 +1,1 @@
+"""rnnbench.suites — the conformance checks."""

@@ -1,0 +1,1 @@
+"""pytest plugin: runs the conformance suite against `--impl TARGET`."""

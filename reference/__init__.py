@@ -8,13 +8,17 @@ Conventions are torch.nn's; see `rnnbench.reference.numerics` for the equations.
 """
 from rnnbench.reference.config import CELL_KINDS, KINDS, SEQUENCE_KINDS, Config, ConfigError
 from rnnbench.reference.flops import forward_flops
-from rnnbench.reference.numerics import backward, forward
+from rnnbench.reference.numerics import (
+    backward, flatten_outputs, forward, nest_outputs, nest_state, output_names, state_grad_names,
+    state_names,
+)
 from rnnbench.reference.params import Uniform, init_spec, param_count, param_shapes, param_suffix
 from rnnbench.reference.shapes import io_shapes
 from rnnbench.reference.tolerance import Tolerance, tolerance
 
 __all__ = [
     "CELL_KINDS", "KINDS", "SEQUENCE_KINDS", "Config", "ConfigError", "Tolerance", "Uniform",
-    "backward", "forward", "forward_flops", "init_spec", "io_shapes", "param_count",
-    "param_shapes", "param_suffix", "tolerance",
+    "backward", "flatten_outputs", "forward", "forward_flops", "init_spec", "io_shapes",
+    "nest_outputs", "nest_state", "output_names", "param_count", "param_shapes", "param_suffix",
+    "state_grad_names", "state_names", "tolerance",
 ]

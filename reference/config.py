@@ -106,10 +106,15 @@ def _problem(cfg: Config) -> str | None:
         return "nonlinearity applies to the Elman kinds only"
     if not isinstance(cfg.num_layers, int) or cfg.num_layers < 1:
         return f"num_layers must be a positive integer, got {cfg.num_layers!r}"
-    if not 0.0 <= cfg.dropout <= 1.0:
-        return f"dropout must be in [0, 1], got {cfg.dropout!r}"
-    if cfg.proj_size < 0:
-        return f"proj_size must be >= 0, got {cfg.proj_size}"
+    for name in ("bias", "batch_first", "bidirectional"):
+        if not isinstance(getattr(cfg, name), bool):
+            return f"{name} must be True or False, got {getattr(cfg, name)!r}"
+    # A bool is an int to Python but not a probability to torch.
+    if (not isinstance(cfg.dropout, (int, float)) or isinstance(cfg.dropout, bool)
+            or not 0.0 <= cfg.dropout <= 1.0):
+        return f"dropout must be a number in [0, 1], got {cfg.dropout!r}"
+    if not isinstance(cfg.proj_size, int) or isinstance(cfg.proj_size, bool) or cfg.proj_size < 0:
+        return f"proj_size must be an integer >= 0, got {cfg.proj_size!r}"
     if cfg.proj_size and cfg.family != "lstm":
         return "proj_size is an LSTM option"
     if cfg.proj_size >= cfg.hidden_size:

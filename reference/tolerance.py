@@ -38,7 +38,11 @@ class Tolerance:
         if actual.size == 0:
             return 0.0
         allowance = self.atol + self.rtol * np.abs(expected)
-        return float(np.max(np.abs(actual - expected) / allowance))
+        with np.errstate(invalid="ignore"):
+            ratio = np.abs(actual - expected) / allowance
+        # Equal values agree (the same infinity included); a NaN anywhere else never does.
+        ratio = np.where(actual == expected, 0.0, ratio)
+        return float(np.max(np.where(np.isnan(ratio), np.inf, ratio)))
 
     def __str__(self) -> str:
         return f"atol={self.atol:.1e} rtol={self.rtol:.1e}"

@@ -1,0 +1,75 @@
+"""`rnnbench spec`: the page shows what the spec says, and bad options are one-line errors."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from rnnbench.cli import main
+from rnnbench.reference import (
+    Config, forward_flops, init_spec, io_shapes, param_count, param_shapes, tolerance,
+)
+
+# (command-line options, the Config they mean, batch, steps)
+PAGES = [
+    (["lstm", "--input-size", "5", "--hidden-size", "7", "--num-layers", "2", "--bidirectional",
+      "--proj-size", "3", "--batch-first", "--batch", "4", "--steps", "6"],
+     Config("lstm", 5, 7, num_layers=2, bidirectional=True, proj_size=3, batch_first=True), 4, 6),
+    (["rnn", "--input-size", "2", "--hidden-size", "3", "--nonlinearity", "relu", "--no-bias",
+      "--num-layers", "3", "--dropout", "0.25"],
+     Config("rnn", 2, 3, nonlinearity="relu", bias=False, num_layers=3, dropout=0.25), 3, 5),
+    (["gru_cell", "--input-size", "6", "--hidden-size", "2", "--batch", "9"],
+     Config("gru_cell", 6, 2), 9, 1),
+]
+
+
+@pytest.mark.parametrize("argv,cfg,batch,steps", PAGES, ids=[p[0][0] for p in PAGES])
+def test_page_shows_the_spec(capsys, argv, cfg, batch, steps):
+    assert main(["spec", *argv]) == 0
+    page = capsys.readouterr().out
+    lines = page.splitlines()
+    for name, shape in param_shapes(cfg).items():
+        row = next(line for line in lines if line.split()[:1] == [name])
+        assert str(shape) in row and str(init_spec(cfg)[name]) in row
+    assert f"total parameters: {param_count(cfg)}" in page
+    for name, shape in io_shapes(cfg, batch, steps).items():
+        row = next(line for line in lines if line.split()[:1] == [name])
+        assert row.split(None, 1)[1].startswith(str(shape))
+        assert str(io_shapes(cfg, None, steps)[name]) in row
+    assert f"{forward_flops(cfg, batch, steps):,}" in page
+    assert f"{forward_flops(cfg, batch, steps, input_gemm=False):,}" in page
+    assert str(tolerance("float32", steps, cfg.num_layers)) in page
+    assert ", ".join(cfg.gates) in page or len(cfg.gates) == 1
+
+
+# Wrong inputs: each is one line on stderr and exit code 2.
+BAD = [
+    (["transformer", "--input-size", "3", "--hidden-size", "4"], "kind must be one of"),
+    (["gru", "--input-size", "3", "--hidden-size", "4", "--proj-size", "2"], "proj_size"),
+    (["lstm", "--input-size", "3", "--hidden-size", "4", "--proj-size", "4"], "proj_size"),
+    (["lstm", "--input-size", "3", "--hidden-size", "4", "--nonlinearity", "relu"], "nonlinearity"),
+    (["rnn", "--input-size", "0", "--hidden-size", "4"], "input_size"),
+    (["rnn", "--input-size", "3", "--hidden-size", "4", "--nonlinearity", "gelu"], "nonlinearity"),
+    (["rnn", "--input-size", "3", "--hidden-size", "4", "--dropout", "2"], "dropout"),
+    (["rnn_cell", "--input-size", "3", "--hidden-size", "4", "--bidirectional"], "cells take no"),
+    (["rnn_cell", "--input-size", "3", "--hidden-size", "4", "--steps", "3"], "--steps"),
+    (["rnn", "--input-size", "3", "--hidden-size", "4", "--steps", "0"], "--steps"),
+    (["rnn", "--input-size", "3", "--hidden-size", "4", "--batch", "-1"], "--batch"),
+]
+
+
+@pytest.mark.parametrize("argv,message", BAD, ids=[" ".join(b[0]) for b in BAD])
+def test_bad_option_is_a_one_line_error(capsys, argv, message):
+    assert main(["spec", *argv]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert len(captured.err.splitlines()) == 1 and message in captured.err
+
+
+def test_console_entry_point():
+    result = subprocess.run([sys.executable, "-m", "rnnbench.cli", "spec", "lstm",
+                             "--input-size", "3", "--hidden-size", "4", "--proj-size", "9"],
+                            capture_output=True, text=True)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "Traceback" not in result.stderr

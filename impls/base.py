@@ -24,22 +24,24 @@ OTHER_FEATURES = ("backward",)
 FEATURES = CONFIG_FEATURES + DTYPE_FEATURES + DEVICE_FEATURES + OTHER_FEATURES
 
 
-def required_features(cfg: Config, *, batched: bool = True, dtype: str = "float32",
+def required_features(cfg, *, batched: bool = True, dtype: str = "float32",
                       device: str = "cpu", backward: bool = False) -> list[str]:
-    """The features running `cfg` this way needs, in FEATURES order."""
-    needed = {
-        "num_layers": cfg.num_layers > 1,
-        "bidirectional": cfg.bidirectional,
-        "batch_first": cfg.batch_first,
-        "proj_size": cfg.proj_size > 0,
-        "no_bias": not cfg.bias,
-        "relu": cfg.nonlinearity == "relu",
-        "dropout": cfg.dropout > 0,
-        "unbatched": not batched,
-        dtype: True,
-        device: True,
-        "backward": backward,
-    }
+    """The features running `cfg` this way needs, in FEATURES order.
+
+    The configuration features apply to torch.nn's kinds (a `Config`); other kinds (the implicit
+    model's config) need only their dtype, device and, if asked, backward."""
+    needed = {dtype: True, device: True, "backward": backward}
+    if isinstance(cfg, Config):
+        needed.update({
+            "num_layers": cfg.num_layers > 1,
+            "bidirectional": cfg.bidirectional,
+            "batch_first": cfg.batch_first,
+            "proj_size": cfg.proj_size > 0,
+            "no_bias": not cfg.bias,
+            "relu": cfg.nonlinearity == "relu",
+            "dropout": cfg.dropout > 0,
+            "unbatched": not batched,
+        })
     return [f for f in FEATURES if needed.get(f)]
 
 
@@ -76,6 +78,6 @@ class Implementation:
     def unavailable_reason(self) -> str | None:
         return self.availability()
 
-    def missing_features(self, cfg: Config, **how) -> list[str]:
+    def missing_features(self, cfg, **how) -> list[str]:
         """The features `cfg` run this way (see `required_features`) needs that are unsupported."""
         return [f for f in required_features(cfg, **how) if f in self.unsupported]

@@ -21,6 +21,7 @@ def write_json(path: str | os.PathLike, data: dict) -> None:
         with os.fdopen(fd, "w") as f:
             json.dump(data, f, indent=1, default=_jsonable)
             f.write("\n")
+        os.chmod(tmp, 0o644)  # mkstemp makes the file private; results are meant to be shared
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)

@@ -1,0 +1,124 @@
+"""asv benchmarks: every registered implementation x the quick preset's workloads x device.
+
+One class per metric, parametrised over (implementation, workload, device), in the spirit of
+scipy's XPBenchmark: a combination that cannot run (implementation unavailable, kind or feature
+not supported) raises asv's SkipNotImplemented in `setup` with the reason, so every
+implementation stays in the grid. A metric's workloads are those of the preset that declare it.
+The device axis is "cpu", plus "cuda" on machines that have one (asv keeps results per machine).
+Threads are pinned in `setup` (the workload's own count, else all cores).
+
+    time_<metric>       seconds per call (asv's own warm-up, repeats and statistics; under
+                        --quick there is no warm-up, so the first call is the one timed)
+    peakmem_<metric>    peak resident memory of the benchmark process (first call included)
+    track_gflops        achieved GFLOP/s (rnnbench's timing: warm-up, median of samples)
+    track_first_call_s  the metric's first call on a freshly built module (compile time)
+
+Every combination runs in its own process (asv.conf.json pins launch_method to forkserver, so
+torch is imported once); the grid size is what bounds an `asv run --quick`.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+# Imported here, once, by asv's forkserver instead of in every benchmark process: optimizers
+# (train_step) and torch.compile import it, and that takes seconds.
+import torch._dynamo  # noqa: F401
+
+try:
+    from asv_runner.benchmarks.mark import SkipNotImplemented
+except ImportError:  # asv_runner is only present under asv; plain imports still work
+    SkipNotImplemented = NotImplementedError
+
+from rnnbench.benchmarks.runner import skip_reason
+from rnnbench.benchmarks.tasks import build_task
+from rnnbench.benchmarks.timing import (RepeatPolicy, measure, measure_interleaved, summarize,
+                                        synchronizer, warm_up)
+from rnnbench.benchmarks.workloads import load_workloads
+from rnnbench.impls import registered
+
+PRESET = "quick"
+# A CPU-only machine has no CUDA column at all rather than one that is skipped throughout: it
+# halves the number of benchmark processes, and asv keeps each machine's results apart anyway.
+DEVICES = ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",)
+IMPLS = registered()
+WORKLOADS = {w.name: w for w in load_workloads(PRESET)}
+TRACK_POLICY = RepeatPolicy(min_repeats=5, budget_s=0.2)
+
+
+def _grid(metric: str) -> tuple[list, list, list]:
+    return list(IMPLS), [name for name, w in WORKLOADS.items() if metric in w.metrics], list(DEVICES)
+
+
+class _Metric:
+    """The shared setup and track_* methods; subclasses name the metric, its grid and the
+    time_/peakmem_ methods (asv reports them under these names)."""
+
+    metric = ""
+    param_names = ("impl", "workload", "device")
+    timeout = 600
+    # time_* samples: enough to be stable without spending minutes per combination.
+    number = 0
+    repeat = (3, 10, 10.0)
+
+    def setup(self, impl, workload, device):
+        self.impl, self.workload, self.device = IMPLS[impl], WORKLOADS[workload], device
+        reason = skip_reason(self.impl, self.workload, device, self.metric)
+        if reason:
+            raise SkipNotImplemented(reason)
+        torch.set_num_threads(self.workload.threads or os.cpu_count())
+        self.sync = synchronizer(device)
+        # Built, never called: each benchmark runs in its own process, so track_first_call_s
+        # times a true first call (compilation included); asv's warm-up keeps it out of time_*.
+        self.step = build_task(self.impl, self.workload, device).steps[self.metric]
+        self.call = lambda: (self.step(), self.sync())
+
+    def track_gflops(self, impl, workload, device):
+        flops = self.workload.flops(self.metric)
+        if flops is None:
+            raise SkipNotImplemented(f"no FLOP count for kind {self.workload.kind!r}")
+        number = warm_up(self.call, self.sync)
+        samples, errors = measure_interleaved({0: self.call}, {0: number}, self.sync, TRACK_POLICY)
+        if errors:
+            raise errors[0]
+        return flops / summarize(samples[0], number).median_s / 1e9
+
+    track_gflops.unit = "GFLOP/s"
+
+    def track_first_call_s(self, impl, workload, device):
+        return measure(self.step, self.sync)
+
+    track_first_call_s.unit = "seconds"
+
+
+class Forward(_Metric):
+    metric = "forward"
+    params = _grid(metric)
+
+    def time_forward(self, impl, workload, device):
+        self.call()
+
+    def peakmem_forward(self, impl, workload, device):
+        self.call()
+
+
+class ForwardBackward(_Metric):
+    metric = "forward_backward"
+    params = _grid(metric)
+
+    def time_forward_backward(self, impl, workload, device):
+        self.call()
+
+    def peakmem_forward_backward(self, impl, workload, device):
+        self.call()
+
+
+class TrainStep(_Metric):
+    metric = "train_step"
+    params = _grid(metric)
+
+    def time_train_step(self, impl, workload, device):
+        self.call()
+
+    def peakmem_train_step(self, impl, workload, device):
+        self.call()

@@ -1,0 +1,218 @@
+"""Benchmark workloads as data: what to run, at which sizes, and which metrics to time.
+
+A `Workload` is one module configuration (a `rnnbench.reference.Config`, or the config of any
+other kind that has a `.kind`, such as the implicit RNN's) with a batch, a sequence length, a
+dtype, the metrics to time and notes. Named presets live in `presets/<name>.json`; users pass
+their own file in the same format:
+
+    {"description": "...", "notes": "...",
+     "defaults": {"metrics": ["forward"], ...},          # merged into every workload
+     "workloads": [{"name": "...", "config": {"kind": "rnn", "input_size": 8, "hidden_size": 8},
+                    "batch": 4, "steps": 10}, ...]}
+
+Metrics: "forward" (inference, under torch.no_grad), "forward_backward" (forward, then backward of
+a fixed random output gradient, or of the classification loss when `classes` is set), and
+"train_step" (forward_backward, then gradient clipping when `clip_norm` is set and an SGD step).
+FLOPs follow `rnnbench.reference.forward_flops` (matmuls only); a backward pass is counted as twice
+its forward (the usual convention: gradients w.r.t. activations and w.r.t. weights each cost one
+forward's matmuls), so metrics with a backward count three forwards.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+from rnnbench.errors import UsageError
+from rnnbench.impls.base import DEVICE_FEATURES as DEVICES
+from rnnbench.impls.base import DTYPE_FEATURES as DTYPES
+from rnnbench.reference import KINDS, Config, ConfigError, forward_flops, io_shapes
+
+PRESET_DIR = Path(__file__).parent / "presets"
+METRICS = ("forward", "forward_backward", "train_step")
+BACKWARD_METRICS = ("forward_backward", "train_step")
+# A backward pass costs two forwards' matmuls (activation gradients + weight gradients).
+BACKWARD_FLOP_FACTOR = 2
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One benchmark workload.
+
+    `device` and `threads` None mean "the run's" (the command line's). `vocab` feeds token ids
+    through an embedding of that size into the module; `classes` puts a linear classifier with a
+    cross-entropy loss on the time-averaged output. `budget_s` is the timing budget per
+    implementation and metric (repeats stop once it is spent and `min_repeats` are taken).
+    """
+
+    name: str
+    config: object
+    batch: int
+    steps: int = 1
+    dtype: str = "float32"
+    device: str | None = None
+    threads: int | None = None
+    metrics: tuple[str, ...] = ("forward", "forward_backward")
+    vocab: int | None = None
+    classes: int | None = None
+    clip_norm: float | None = None
+    budget_s: float = 0.5
+    min_repeats: int = 7
+    notes: str = ""
+
+    @property
+    def kind(self) -> str:
+        return self.config.kind
+
+    @property
+    def tokens(self) -> int:
+        """Sequence elements processed per call: batch x steps (a cell does one step)."""
+        cell = isinstance(self.config, Config) and self.config.is_cell
+        return self.batch * (1 if cell else self.steps)
+
+    def flops(self, metric: str, *, input_gemm: bool = True) -> int | None:
+        """Matmul FLOPs of one call of `metric`; None where the spec has no count for the kind.
+
+        `input_gemm=False` leaves out the input projection, as DeepBench's timings do.
+        Embedding lookups and classifier heads are not counted: the FLOPs are the module's.
+        """
+        if not isinstance(self.config, Config):
+            return None
+        forward = forward_flops(self.config, self.batch, self.steps, input_gemm=input_gemm)
+        return forward * (1 + BACKWARD_FLOP_FACTOR) if metric in BACKWARD_METRICS else forward
+
+    def input_shape(self) -> tuple[int, ...]:
+        """Shape of the module's input; token-id inputs drop the feature axis."""
+        if isinstance(self.config, Config):
+            shape = io_shapes(self.config, self.batch, self.steps)["input"]
+        else:
+            # Other kinds (the implicit RNN) take batch-first (batch, steps, features) input.
+            shape = (self.batch, self.steps, self.config.input_size)
+        return shape[:-1] if self.vocab else shape
+
+    def to_dict(self) -> dict:
+        """A JSON-ready dict that `workload_from_dict` turns back into this workload."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["config"] = asdict(self.config)
+        data["metrics"] = list(self.metrics)
+        return data
+
+
+def config_from_dict(data: dict) -> object:
+    """The config object for `data["kind"]`: a Config, or the implicit kind's config."""
+    if not isinstance(data, dict) or "kind" not in data:
+        raise ValueError("config must be an object with a 'kind'")
+    kind = data["kind"]
+    if kind in KINDS:
+        cls = Config
+    elif kind == "implicit":
+        try:
+            from rnnbench.reference.implicit import ImplicitConfig as cls
+        except ImportError:
+            raise ValueError("kind 'implicit' needs rnnbench.reference.implicit, which is missing") from None
+    else:
+        raise ValueError(f"unknown kind {kind!r} (known: {', '.join(KINDS + ('implicit',))})")
+    names = {f.name for f in fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ValueError(f"{kind} config has no field {', '.join(map(repr, unknown))}")
+    return cls(**data)
+
+
+def workload_from_dict(data: dict, defaults: dict | None = None) -> Workload:
+    """Build and validate one workload; ValueError with a one-line reason when it is invalid."""
+    if not isinstance(data, dict):
+        raise ValueError("a workload must be a JSON object")
+    merged = {**(defaults or {}), **data}
+    names = {f.name for f in fields(Workload)}
+    unknown = sorted(set(merged) - names)
+    if unknown:
+        raise ValueError(f"unknown field {', '.join(map(repr, unknown))} (known: {', '.join(sorted(names))})")
+    for required in ("name", "config", "batch"):
+        if required not in merged:
+            raise ValueError(f"missing field {required!r}")
+    try:
+        merged["config"] = config_from_dict(merged["config"])
+    except (ConfigError, TypeError) as exc:
+        raise ValueError(str(exc)) from None
+    merged["metrics"] = tuple(merged.get("metrics", Workload.metrics))
+    workload = Workload(**merged)
+    problem = _problem(workload)
+    if problem:
+        raise ValueError(problem)
+    return workload
+
+
+def _problem(w: Workload) -> str | None:
+    def positive_int(value) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+    if not isinstance(w.name, str) or not w.name:
+        return "name must be a non-empty string"
+    for name in ("batch", "steps", "min_repeats"):
+        if not positive_int(getattr(w, name)):
+            return f"{name} must be a positive integer, got {getattr(w, name)!r}"
+    for name in ("threads", "vocab", "classes"):
+        value = getattr(w, name)
+        if value is not None and not positive_int(value):
+            return f"{name} must be a positive integer or null, got {value!r}"
+    if w.dtype not in DTYPES:
+        return f"dtype must be one of {', '.join(DTYPES)}, got {w.dtype!r}"
+    if w.device is not None and w.device not in DEVICES:
+        return f"device must be one of {', '.join(DEVICES)} or null, got {w.device!r}"
+    if not w.metrics or any(m not in METRICS for m in w.metrics):
+        return f"metrics must be a non-empty list drawn from {', '.join(METRICS)}, got {list(w.metrics)}"
+    if w.clip_norm is not None and not (isinstance(w.clip_norm, (int, float)) and w.clip_norm > 0):
+        return f"clip_norm must be a positive number or null, got {w.clip_norm!r}"
+    if not (isinstance(w.budget_s, (int, float)) and w.budget_s > 0):
+        return f"budget_s must be a positive number, got {w.budget_s!r}"
+    if (w.vocab or w.classes) and not isinstance(w.config, Config):
+        return "vocab and classes apply to the torch.nn kinds only"
+    return None
+
+
+def preset_names() -> list[str]:
+    """Names of the presets shipped with rnnbench."""
+    return sorted(p.stem for p in PRESET_DIR.glob("*.json"))
+
+
+def load_workloads(preset: str | None = None, path: str | None = None) -> list[Workload]:
+    """The workloads of a named preset, or of a user's workload file (exactly one of the two).
+
+    Raises UsageError with a one-line message for an unknown preset or a bad file.
+    """
+    if (preset is None) == (path is None):
+        raise UsageError("give either a preset name or a workload file, not both or neither")
+    if preset is not None:
+        if preset not in preset_names():
+            raise UsageError(f"unknown preset {preset!r} (known: {', '.join(preset_names())})")
+        path = PRESET_DIR / f"{preset}.json"
+    return _read_file(Path(path))
+
+
+def _read_file(path: Path) -> list[Workload]:
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such workload file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: cannot read: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("workloads"), list) or not data["workloads"]:
+        raise UsageError(f"{path}: expected an object with a non-empty 'workloads' list")
+    defaults = data.get("defaults", {})
+    if not isinstance(defaults, dict):
+        raise UsageError(f"{path}: 'defaults' must be an object")
+    workloads = []
+    for index, entry in enumerate(data["workloads"]):
+        label = entry.get("name", f"#{index}") if isinstance(entry, dict) else f"#{index}"
+        try:
+            workloads.append(workload_from_dict(entry, defaults))
+        except ValueError as exc:
+            raise UsageError(f"{path}: workload {label}: {exc}") from None
+    names = [w.name for w in workloads]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise UsageError(f"{path}: duplicate workload names {', '.join(duplicates)}")
+    return workloads

@@ -1,0 +1,364 @@
+"""Reading report inputs: conformance JSON, bench JSON, pytest-benchmark JSON and asv results.
+
+`load_inputs(paths)` reads every path into one `Results`. A path may be a file or a folder (an
+asv results folder, or a folder of results files), searched for `*.json`.
+
+Policy for bad inputs: a file named on the command line that cannot be read, is not JSON, or
+is none of the four formats raises `UsageError` naming it, before anything is written. A file
+found inside a named folder that is not a results file is listed as unplaced instead (folders
+hold other things, e.g. asv's `machine.json`). Inside a good file, an item the report cannot
+place (a missing field, an unknown outcome) becomes an `Unplaced` entry with the reason.
+"""
+from __future__ import annotations
+
+import ast
+import datetime
+import itertools
+import json
+import math
+import os
+from pathlib import Path
+
+from rnnbench.errors import UsageError
+from rnnbench.reports.model import (NUMBER_FIELDS, OUTCOMES, SIZE_FIELDS, STATUSES, Check,
+                                    Results, Source, Timing, Unplaced)
+from rnnbench.results import read_json
+
+CONFORMANCE_SCHEMA = "rnnbench.conformance/1"
+BENCH_SCHEMA = "rnnbench.bench/1"
+ASV_RESULTS_VERSION = 2          # asv 0.6's results file format
+ASV_METADATA_FILES = ("machine.json", "benchmarks.json")
+# asv benchmark type -> the Timing number its value is (track_ benchmarks: see _ASV_TRACKED).
+_ASV_TYPE_PREFIXES = {"time": "median_s", "peakmem": "peak_mem_bytes", "track": None}
+# track_<what>[_<metric>]: what -> the Timing number (longest match wins).
+_ASV_TRACKED = {"first_call_s": "first_call_s", "first_call": "first_call_s",
+                "compile": "first_call_s",
+                "tokens_per_s": "tokens_per_s", "peak_fraction": "peak_fraction",
+                "gflops": "gflops"}
+_LABEL_FIELDS = ("kind", "device", "dtype")
+
+
+class _Skip(Exception):
+    """An item cannot be placed; the message says why (becomes an Unplaced entry)."""
+
+
+def load_inputs(paths) -> Results:
+    """Load every input path (files or folders) into one `Results`; see the module policy."""
+    results = Results()
+    for path in map(Path, paths):
+        if path.is_dir():
+            results.extend(_load_folder(path))
+        else:
+            results.extend(load_file(path))
+    return results
+
+
+def load_file(path: str | os.PathLike) -> Results:
+    """Load one results file of any supported format; UsageError if it is not one."""
+    path = Path(path)
+    data = read_json(path)
+    fmt = detect_format(data)
+    if fmt is None:
+        if isinstance(data, dict) and path.name in ASV_METADATA_FILES:
+            raise UsageError(f"{path}: asv metadata, not results; "
+                             "pass the results files or the asv results folder")
+        raise UsageError(f"{path}: not a results file (expected {CONFORMANCE_SCHEMA}, "
+                         f"{BENCH_SCHEMA}, pytest-benchmark or asv results JSON)")
+    try:
+        return _PARSERS[fmt](path, data)
+    except _Skip as exc:
+        raise UsageError(f"{path}: {exc}") from None
+
+
+def detect_format(data) -> str | None:
+    """The format of a parsed JSON document, or None when it is none of the supported ones."""
+    if not isinstance(data, dict):
+        return None
+    schema = data.get("schema")
+    if schema == CONFORMANCE_SCHEMA:
+        return "conformance"
+    if schema == BENCH_SCHEMA:
+        return "bench"
+    if "benchmarks" in data and "machine_info" in data:
+        return "pytest-benchmark"
+    if "result_columns" in data and "commit_hash" in data:
+        return "asv"
+    return None
+
+
+def _load_folder(folder: Path) -> Results:
+    results = Results()
+    files = sorted(p for p in folder.rglob("*.json") if p.name not in ASV_METADATA_FILES)
+    if not files:
+        raise UsageError(f"{folder}: a folder with no results files (*.json) in it")
+    for path in files:
+        try:
+            results.extend(load_file(path))
+        except UsageError as exc:
+            source = Source(str(path), "unknown", "unknown")
+            results.unplaced.append(Unplaced(source, path.name, str(exc), ""))
+    return results
+
+
+# --- rnnbench's own formats ---------------------------------------------------------------
+
+def _load_conformance(path: Path, data: dict) -> Results:
+    environment = _dict_field(data, "environment")
+    impl = _required_str(data, "target")
+    source = Source(str(path), "conformance", _hostname(environment), environment, target=impl,
+                    interrupted=data.get("interrupted") is True, error=str(data.get("error") or ""))
+    device = data.get("device") or environment.get("device") or ""
+    results = Results(sources=[source])
+    for i, item in enumerate(_list_field(data, "results")):
+        try:
+            outcome = _required_str(item, "outcome")
+            if outcome not in OUTCOMES:
+                raise _Skip(f"unknown outcome {outcome!r} (known: {', '.join(OUTCOMES)})")
+            results.checks.append(Check(
+                source=source, impl=impl, device=str(device),
+                kind=_required_str(item, "kind"), check=_required_str(item, "check"),
+                category=_required_str(item, "category"), case=str(item.get("case") or ""),
+                outcome=outcome, message=str(item.get("message") or ""),
+                diagnosis=item.get("diagnosis") or None,
+                numbers=item.get("numbers") if isinstance(item.get("numbers"), dict) else {}))
+        except _Skip as exc:
+            results.unplaced.append(Unplaced(source, f"results[{i}]", str(exc), _brief(item)))
+    return results
+
+
+def _load_bench(path: Path, data: dict) -> Results:
+    environment = _dict_field(data, "environment")
+    if _is_number(data.get("peak_gflops")):
+        environment = {**environment, "peak_gflops": data["peak_gflops"]}
+    source = Source(str(path), "bench", _hostname(environment), environment)
+    # The document lists its workloads (name, config, batch, steps): sizes for scaling curves.
+    workloads = {w.get("name"): w for w in data.get("workloads") or [] if isinstance(w, dict)}
+    results = Results(sources=[source])
+    for i, item in enumerate(_list_field(data, "results")):
+        try:
+            workload = workloads.get(item.get("workload"), {}) if isinstance(item, dict) else {}
+            values = {**_dict_or_empty(workload.get("config")), **workload, **item}
+            results.timings.append(_timing(source, item, values))
+        except _Skip as exc:
+            results.unplaced.append(Unplaced(source, f"results[{i}]", str(exc), _brief(item)))
+    return results
+
+
+def _timing(source: Source, labels: dict, values: dict, *, numbers: dict | None = None) -> Timing:
+    """A Timing from a dict of labels (impl, workload, metric, ...) and one of values."""
+    status = str(labels.get("status") or values.get("status") or "ok")
+    if status not in STATUSES:
+        raise _Skip(f"unknown status {status!r} (known: {', '.join(STATUSES)})")
+    numbers = dict(numbers or {})
+    for name in NUMBER_FIELDS:
+        if name not in numbers and _is_number(values.get(name)):
+            numbers[name] = float(values[name])
+    if status == "ok" and not numbers:
+        raise _Skip("status ok but no numbers (median_s, ...)")
+    sizes = {name: values[name] for name in SIZE_FIELDS if _is_number(values.get(name))}
+    return Timing(source=source, impl=_required_str(labels, "impl"),
+                  workload=_required_str(labels, "workload"),
+                  metric=_required_str(labels, "metric"),
+                  **{name: str(labels.get(name) or "") for name in _LABEL_FIELDS},
+                  status=status, reason=str(values.get("reason") or ""),
+                  numbers=numbers, sizes=sizes)
+
+
+# --- pytest-benchmark ---------------------------------------------------------------------
+
+def _load_pytest_benchmark(path: Path, data: dict) -> Results:
+    machine_info = _dict_field(data, "machine_info")
+    benchmarks = _list_field(data, "benchmarks")
+    environment = {key: machine_info.get(key) for key in
+                   ("node", "processor", "machine", "system", "release", "python_version")}
+    environment["cpu"] = (machine_info.get("cpu") or {}).get("brand_raw")
+    environment["commit"] = (data.get("commit_info") or {}).get("id")
+    environment["datetime"] = data.get("datetime")
+    for bench in benchmarks:
+        # The suite puts rnnbench's own environment capture into extra_info; prefer it.
+        extra_env = ((bench or {}).get("extra_info") or {}).get("environment")
+        if isinstance(extra_env, dict):
+            environment.update(extra_env)
+            break
+    environment = {k: v for k, v in environment.items() if v is not None}
+    source = Source(str(path), "pytest-benchmark",
+                    str(machine_info.get("node") or environment.get("hostname") or "unknown"),
+                    environment)
+    results = Results(sources=[source])
+    for i, bench in enumerate(benchmarks):
+        where = str(bench.get("fullname") or bench.get("name") or f"benchmarks[{i}]") \
+            if isinstance(bench, dict) else f"benchmarks[{i}]"
+        try:
+            if not isinstance(bench, dict) or not isinstance(bench.get("stats"), dict):
+                raise _Skip("no stats")
+            stats = bench["stats"]
+            extra = _dict_or_empty(bench.get("extra_info"))
+            # rnnbench's suite stores the whole workload (name, config, sizes, dtype) as a dict.
+            workload = _dict_or_empty(extra.get("workload"))
+            labels = {**_dict_or_empty(workload.get("config")), **workload,
+                      **_dict_or_empty(bench.get("params")), **extra}
+            if workload:
+                labels["workload"] = workload.get("name")
+            test_name = str(bench.get("name", "")).split("[")[0]
+            labels.setdefault("metric", bench.get("group") or test_name)
+            numbers = {name: float(stats[key]) for name, key in
+                       (("median_s", "median"), ("iqr_s", "iqr"), ("repeats", "rounds"))
+                       if _is_number(stats.get(key))}
+            results.timings.append(_timing(source, labels, labels, numbers=numbers))
+        except _Skip as exc:
+            results.unplaced.append(Unplaced(source, where, str(exc), _brief(bench)))
+    return results
+
+
+# --- asv ------------------------------------------------------------------------------------
+
+def _load_asv(path: Path, data: dict) -> Results:
+    if data.get("version") != ASV_RESULTS_VERSION:
+        raise _Skip(f"asv results version {data.get('version')!r}; "
+                    f"this reads version {ASV_RESULTS_VERSION} (asv 0.6)")
+    params = _dict_field(data, "params")
+    environment = {**params, "commit": data.get("commit_hash"), "asv_env": data.get("env_name")}
+    if _is_number(data.get("date")):
+        environment["date"] = datetime.datetime.fromtimestamp(
+            data["date"] / 1000, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    source = Source(str(path), "asv", str(params.get("machine") or "unknown"), environment)
+    columns = data["result_columns"]
+    rows = data.get("results")
+    if not isinstance(columns, list) or not isinstance(rows, dict):
+        raise _Skip("asv results without a result_columns list and a results object")
+    described = _asv_benchmarks_json(path)
+    # A class's track_ benchmarks (track_gflops) measure the metric its time_ benchmark times.
+    class_metric = {name.rsplit(".", 1)[0]: name.rsplit(".time_", 1)[1]
+                    for name in rows if ".time_" in name}
+    results = Results(sources=[source])
+    parts: dict[tuple, list] = {}
+    for name, row in rows.items():
+        try:
+            metric = class_metric.get(name.rsplit(".", 1)[0])
+            for labels, values in _asv_rows(name, dict(zip(columns, row or [])),
+                                            described.get(name), metric):
+                parts.setdefault(tuple(sorted(labels.items())), []).append(values)
+        except _Skip as exc:
+            results.unplaced.append(Unplaced(source, name, str(exc), _brief(row)))
+    # time_, peakmem_ and track_ benchmarks of one (impl, workload, metric) make one Timing.
+    for labels, values_list in parts.items():
+        labels = dict(labels)
+        numbers = {k: v for values in values_list for k, v in values.items() if k in NUMBER_FIELDS}
+        failures = [values for values in values_list if values.get("status") != "ok"]
+        # A failed peakmem_ beside a good time_ still leaves a timing; without one, say why.
+        status = failures[0] if failures and "median_s" not in numbers else {"status": "ok"}
+        try:
+            results.timings.append(_timing(source, {**labels, **status}, status, numbers=numbers))
+        except _Skip as exc:
+            results.unplaced.append(Unplaced(source, _brief(labels), str(exc), _brief(values_list)))
+    return results
+
+
+def _asv_rows(name: str, row: dict, description: dict | None, class_metric: str | None):
+    """(labels, values) for every parameter combination of one asv benchmark.
+
+    time_<metric> and peakmem_<metric> name their metric; track_<what>[_<metric>] measures
+    `what` of its own metric, else of `class_metric` (the metric its class's time_ times).
+    """
+    method = name.rsplit(".", 1)[-1]
+    prefix = method.split("_", 1)[0]
+    if prefix not in _ASV_TYPE_PREFIXES or "_" not in method:
+        raise _Skip("not a time_, peakmem_ or track_ benchmark")
+    field, metric = _ASV_TYPE_PREFIXES[prefix], method.split("_", 1)[1]
+    if field is None:
+        tracked = [what for what in sorted(_ASV_TRACKED, key=len, reverse=True)
+                   if metric == what or metric.startswith(what + "_")]
+        if not tracked:
+            raise _Skip(f"a track_ benchmark of unknown meaning (known: "
+                        f"{', '.join(f'track_{w}_<metric>' for w in _ASV_TRACKED)})")
+        field, metric = _ASV_TRACKED[tracked[0]], metric[len(tracked[0]) + 1:] or class_metric
+        if not metric:
+            raise _Skip(f"track_{tracked[0]} in a class with no time_ benchmark: which metric?")
+    if description is None or not isinstance(description.get("param_names"), list):
+        raise _Skip("no benchmarks.json beside the results names its parameters")
+    names = description["param_names"]
+    params = row.get("params") or []
+    values = row.get("result")
+    combos = list(itertools.product(*params))
+    if not isinstance(values, list):
+        values = [values] * len(combos)
+    quartiles = zip(*(row.get(f"stats_q_{q}") or [None] * len(combos) for q in (25, 75)))
+    for combo, value, (q25, q75) in zip(combos, values, quartiles):
+        labels = {"metric": metric, **{n: _asv_param(v) for n, v in zip(names, combo)}}
+        labels["impl"] = labels.pop("implementation", labels.get("impl"))
+        if not labels.get("impl") or not labels.get("workload"):
+            raise _Skip(f"parameters {names} do not name an impl and a workload")
+        if value is None:
+            yield labels, {"status": "failed", "reason": "asv recorded no result (it failed)"}
+        elif isinstance(value, float) and math.isnan(value):
+            yield labels, {"status": "unavailable", "reason": "skipped in asv (NaN result)"}
+        else:
+            numbers = {"status": "ok", field: value}
+            if field == "median_s" and _is_number(q25) and _is_number(q75):
+                numbers["iqr_s"] = q75 - q25
+            yield labels, numbers
+
+
+def _asv_benchmarks_json(path: Path) -> dict:
+    """asv's benchmarks.json (parameter names per benchmark): results/benchmarks.json."""
+    candidate = path.parent.parent / "benchmarks.json"
+    try:
+        data = json.loads(candidate.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _asv_param(text):
+    # asv stores parameter values as their repr ("'native'"); plain names pass through.
+    try:
+        return str(ast.literal_eval(text))
+    except (ValueError, SyntaxError):
+        return str(text)
+
+
+# --- small helpers ----------------------------------------------------------------------------
+
+def _hostname(environment: dict) -> str:
+    return str(environment.get("hostname") or environment.get("node") or "unknown")
+
+
+def _required_str(item, name: str) -> str:
+    if not isinstance(item, dict):
+        raise _Skip("not an object")
+    value = item.get(name)
+    if not isinstance(value, str) or not value:
+        raise _Skip(f"no {name!r}")
+    return value
+
+
+def _dict_field(data: dict, name: str) -> dict:
+    value = data.get(name, {})
+    if not isinstance(value, dict):
+        raise _Skip(f"{name!r} is not an object")
+    return value
+
+
+def _list_field(data: dict, name: str) -> list:
+    value = data.get(name)
+    if not isinstance(value, list):
+        raise _Skip(f"{name!r} is not a list")
+    return value
+
+
+def _dict_or_empty(value) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _brief(item, limit: int = 200) -> str:
+    """A short one-line rendering of an input item for the unplaced list."""
+    text = json.dumps(item, default=str, sort_keys=True)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+_PARSERS = {"conformance": _load_conformance, "bench": _load_bench,
+            "pytest-benchmark": _load_pytest_benchmark, "asv": _load_asv}

@@ -1,0 +1,105 @@
+"""The normalised results a report is made from, whatever files they came from.
+
+Every input file becomes a `Source`; its conformance results become `Check`s, its timings
+`Timing`s, and anything the loader cannot place becomes an `Unplaced` entry that the report
+lists, so nothing read is ever dropped silently.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+OUTCOMES = ("passed", "failed", "not_supported", "error")
+STATUSES = ("ok", "unavailable", "not_supported", "failed")
+# Sizes a timing may carry; the scaling curves vary one of them with the others fixed.
+SIZE_FIELDS = ("steps", "batch", "input_size", "hidden_size", "num_layers")
+# Numbers a timing may carry, in the units the bench schema uses.
+NUMBER_FIELDS = ("median_s", "iqr_s", "repeats", "gflops", "peak_fraction", "first_call_s",
+                 "tokens_per_s", "peak_mem_bytes")
+
+
+@dataclass(frozen=True)
+class Source:
+    """One input file: where it is, what format it has, which machine it describes."""
+
+    path: str
+    format: str              # "conformance" | "bench" | "pytest-benchmark" | "asv"
+    machine: str
+    environment: dict = field(default_factory=dict, compare=False, hash=False)
+    target: str = ""         # conformance files: the implementation checked (even with no checks)
+    interrupted: bool = False  # the run that wrote the file was interrupted: results incomplete
+    error: str = ""          # why the run that wrote the file could not check anything
+
+
+@dataclass(frozen=True)
+class Check:
+    """One conformance check result of one implementation."""
+
+    source: Source
+    impl: str
+    device: str
+    kind: str
+    check: str
+    category: str
+    case: str
+    outcome: str
+    message: str = ""
+    diagnosis: str | None = None
+    numbers: dict = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One performance result: an implementation on a workload, one metric."""
+
+    source: Source
+    impl: str
+    workload: str
+    metric: str
+    kind: str = ""
+    device: str = ""
+    dtype: str = ""
+    status: str = "ok"
+    reason: str = ""
+    numbers: dict = field(default_factory=dict, compare=False, hash=False)  # NUMBER_FIELDS
+    sizes: dict = field(default_factory=dict, compare=False, hash=False)    # SIZE_FIELDS
+
+    @property
+    def median_s(self) -> float | None:
+        return self.numbers.get("median_s")
+
+    @property
+    def iqr_s(self) -> float | None:
+        return self.numbers.get("iqr_s")
+
+    def key(self) -> tuple:
+        """What makes two timings the same measurement (e.g. in two runs of one machine)."""
+        return (self.impl, self.kind, self.workload, self.device, self.dtype, self.metric)
+
+
+@dataclass(frozen=True)
+class Unplaced:
+    """Something read from an input that the report cannot put in a table, and why."""
+
+    source: Source
+    where: str       # e.g. "results[3]" or a benchmark name
+    reason: str
+    content: str     # a short rendering of the item itself
+
+
+@dataclass
+class Results:
+    """Everything loaded from a report's inputs."""
+
+    sources: list[Source] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
+    timings: list[Timing] = field(default_factory=list)
+    unplaced: list[Unplaced] = field(default_factory=list)
+
+    def extend(self, other: Results) -> None:
+        self.sources += other.sources
+        self.checks += other.checks
+        self.timings += other.timings
+        self.unplaced += other.unplaced
+
+    def machines(self) -> list[str]:
+        return list(dict.fromkeys(s.machine for s in self.sources))

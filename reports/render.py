@@ -1,0 +1,175 @@
+"""Writing a report: `report.md` (tabulate), a self-contained `index.html`, and the figures.
+
+Escaping is done here, once, for every string that goes out: HTML-escaped in index.html, and in
+report.md HTML-escaped plus Markdown's own metacharacters backslash-escaped, so a name such as
+`<script>alert(1)</script>` is shown as text and never becomes markup or a link. The HTML loads
+nothing from the network (plots are inline base64 PNG) and carries a Content-Security-Policy that
+forbids scripts outright.
+"""
+from __future__ import annotations
+
+import base64
+import datetime
+import html
+import os
+import re
+import tempfile
+from pathlib import Path
+
+from tabulate import tabulate
+
+import rnnbench
+from rnnbench.errors import UsageError
+from rnnbench.reports.content import PlotRef, Section, Table, build_sections, check_row_label
+from rnnbench.reports.figures import PLOT_NAMES, Plot, all_plots
+from rnnbench.reports.load import load_inputs
+from rnnbench.reports.model import Results
+
+TITLE = "rnnbench report"
+FIGURE_DIR = "figures"
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]|~])")
+# Cell texts that get a colour in HTML (first word of the cell).
+_CELL_CLASSES = {"conforms": "good", "ok": "good", "DOES": "bad", "failed": "bad",
+                 "failed:": "bad", "error": "bad", "error:": "bad", "could": "bad"}
+_CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
+_CSS = """
+body { font-family: system-ui, sans-serif; margin: 0 auto; max-width: 1400px; padding: 0 1.5em;
+       color: #222; }
+h1 { margin-bottom: 0.2em; } h2 { border-bottom: 1px solid #ccc; margin-top: 2em; }
+nav a { margin-right: 1em; }
+.scroll { overflow-x: auto; max-width: 100%; }
+table { border-collapse: collapse; font-size: 13px; margin: 0.3em 0 1em; }
+th, td { border: 1px solid #ccc; padding: 3px 6px; text-align: left; vertical-align: top; }
+td { max-width: 36em; overflow-wrap: break-word; }
+th { background: #f2f2f2; white-space: nowrap; }
+td.good { background: #e3f4e3; } td.bad { background: #fbe1e1; }
+p.note { color: #555; font-size: 13px; margin: 0; }
+figure { margin: 1em 0; } figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
+figcaption { font-size: 13px; color: #555; }
+"""
+
+
+def render_report(inputs, out_dir: str | os.PathLike) -> dict[str, Path]:
+    """Write report.md, index.html and figures/*.png under `out_dir`; return the paths by name.
+
+    `inputs` is a `Results` or an iterable of input paths (files or folders, see
+    `rnnbench.reports.load`). Inputs are all read before anything is written, so a bad input
+    raises UsageError and leaves `out_dir` untouched.
+    """
+    results = inputs if isinstance(inputs, Results) else load_inputs(inputs)
+    sections = build_sections(results)
+    plots = all_plots(results, check_row_label(results))
+    out = Path(out_dir)
+    written = {}
+    try:
+        (out / FIGURE_DIR).mkdir(parents=True, exist_ok=True)
+        for name in PLOT_NAMES:     # a plot this data does not support must not linger
+            (out / FIGURE_DIR / f"{name}.png").unlink(missing_ok=True)
+        for plot in plots.values():
+            written[plot.name] = _write(out / FIGURE_DIR / f"{plot.name}.png", plot.png)
+        subtitle = _subtitle()
+        written["report.md"] = _write(out / "report.md",
+                                      render_markdown(sections, plots, subtitle).encode())
+        written["index.html"] = _write(out / "index.html",
+                                       render_html(sections, plots, subtitle).encode())
+    except OSError as exc:
+        raise UsageError(f"cannot write the report to {out}: {exc.strerror or exc}") from None
+    return written
+
+
+def render_markdown(sections: list[Section], plots: dict[str, Plot], subtitle: str = "") -> str:
+    """The report as GitHub-flavoured Markdown; plots are linked from FIGURE_DIR."""
+    lines = [f"# {TITLE}", "", subtitle, ""]
+    for section in sections:
+        lines += [f"## {md_escape(section.title)}", ""]
+        for block in section.blocks:
+            if isinstance(block, Table):
+                lines += [f"### {md_escape(block.title)}", ""]
+                if block.note:
+                    lines += [md_escape(block.note), ""]
+                lines += [tabulate([[md_escape(c) for c in row] for row in block.rows],
+                                   [md_escape(h) for h in block.headers], tablefmt="github",
+                                   disable_numparse=True), ""]
+            elif isinstance(block, PlotRef):
+                if block.name in plots:
+                    plot = plots[block.name]
+                    lines += [f"![{md_escape(plot.title)}]({FIGURE_DIR}/{plot.name}.png)", ""]
+            else:
+                lines += [md_escape(block), ""]
+    return "\n".join(lines)
+
+
+def render_html(sections: list[Section], plots: dict[str, Plot], subtitle: str = "") -> str:
+    """The report as one self-contained HTML page: inline CSS, inline PNG plots, no scripts."""
+    nav = " ".join(f'<a href="#s{i}">{_h(s.title)}</a>' for i, s in enumerate(sections))
+    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+             f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">',
+             '<meta name="viewport" content="width=device-width, initial-scale=1">',
+             f"<title>{_h(TITLE)}</title><style>{_CSS}</style></head><body>",
+             f"<h1>{_h(TITLE)}</h1><p class=\"note\">{_h(subtitle)}</p><nav>{nav}</nav>"]
+    for i, section in enumerate(sections):
+        parts.append(f'<section id="s{i}"><h2>{_h(section.title)}</h2>')
+        for block in section.blocks:
+            if isinstance(block, Table):
+                parts.append(_html_table(block))
+            elif isinstance(block, PlotRef):
+                if block.name in plots:
+                    plot = plots[block.name]
+                    data = base64.b64encode(plot.png).decode("ascii")
+                    parts.append(f'<figure><img src="data:image/png;base64,{data}" '
+                                 f'alt="{_h(plot.title)}"><figcaption>{_h(plot.title)}'
+                                 "</figcaption></figure>")
+            else:
+                parts.append(f"<p>{_h(block)}</p>")
+        parts.append("</section>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def md_escape(text: str) -> str:
+    """Text safe to put anywhere in Markdown: no raw HTML, no markup, no table breaks."""
+    text = html.escape(str(text), quote=False)
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(text.splitlines()))
+
+
+def _h(text) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _html_table(table: Table) -> str:
+    head = "".join(f"<th>{_h(h)}</th>" for h in table.headers)
+    body = "".join("<tr>" + "".join(_html_cell(c) for c in row) + "</tr>" for row in table.rows)
+    note = f'<p class="note">{_h(table.note)}</p>' if table.note else ""
+    return (f"<h3>{_h(table.title)}</h3>{note}<div class=\"scroll\"><table><thead><tr>{head}"
+            f"</tr></thead><tbody>{body}</tbody></table></div>")
+
+
+def _html_cell(text: str) -> str:
+    words = str(text).split(maxsplit=1)
+    css = _CELL_CLASSES.get(words[0]) if words else None
+    return f'<td class="{css}">{_h(text)}</td>' if css else f"<td>{_h(text)}</td>"
+
+
+def _subtitle() -> str:
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return f"Generated {now} by rnnbench {rnnbench.__version__}."
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _write(path: Path, data: bytes) -> Path:
+    """Write atomically, so a reader never sees half a report."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())     # mkstemp makes 0600; a report is for sharing
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return path

@@ -1,0 +1,86 @@
+"""`rnnbench conform TARGET [--kind K ...] [--device cpu|cuda] [--json PATH] [--quick] [--seed N]`:
+the conformance checks of one implementation, run in a child process.
+
+Progress goes to stderr; the tables, failures and verdict to stdout. Exit 0 when every
+applicable check passed, 1 when any failed or errored, 2 for a usage or load error.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from rnnbench.errors import UsageError
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("target", help="a registered implementation (see `rnnbench list`), "
+                                       "package.module:attr, or path/to/file.py:attr")
+    parser.add_argument("--kind", action="extend", nargs="+", metavar="K",
+                        help="check only these kinds (a bare class: the kind it implements)")
+    parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    parser.add_argument("--json", metavar="PATH", help="write the rnnbench.conformance/1 document here")
+    parser.add_argument("--quick", action="store_true", help="the quick case list")
+    parser.add_argument("--seed", type=int, default=0, help="seed of parameters and inputs (default 0)")
+    parser.add_argument("--timeout", type=float, default=None, metavar="S",
+                        help="time limit per check in seconds (default 60)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="one table row per check and case")
+
+
+def run(args) -> int:
+    from rnnbench.results import write_json
+    from rnnbench.suites import text
+    from rnnbench.suites.isolation import DEFAULT_TIMEOUT_S, conform
+
+    if args.json:
+        _check_writable(Path(args.json))
+    if args.timeout is not None and not args.timeout > 0:
+        raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
+    progress = Progress(sys.stderr)
+    doc = conform(args.target, kinds=args.kind, device=args.device, quick=args.quick,
+                  seed=args.seed, timeout_s=args.timeout or DEFAULT_TIMEOUT_S, progress=progress)
+    progress.close()
+    if args.json:
+        write_json(args.json, doc)
+    print(text.report(doc, verbose=args.verbose))
+    if doc["interrupted"]:
+        raise KeyboardInterrupt
+    counts = doc["summary"]
+    return 1 if counts["failed"] or counts["error"] else 0
+
+
+class Progress:
+    """A live counter on a terminal; elsewhere one line per finished kind."""
+
+    def __init__(self, stream):
+        self.stream, self.live = stream, stream.isatty()
+        self.kind, self.counts = None, {}
+
+    def __call__(self, result, done: int, total: int) -> None:
+        if result.kind != self.kind:
+            self.flush_kind()
+            self.kind, self.counts = result.kind, {}
+        self.counts[result.outcome] = self.counts.get(result.outcome, 0) + 1
+        if self.live:
+            self.stream.write(f"\r\033[K[{done}/{total}] {result.kind} {result.check}")
+            self.stream.flush()
+
+    def flush_kind(self) -> None:
+        if self.kind is None:
+            return
+        tally = ", ".join(f"{n} {o.replace('_', ' ')}" for o, n in sorted(self.counts.items()))
+        prefix = "\r\033[K" if self.live else ""
+        self.stream.write(f"{prefix}{self.kind}: {tally}\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        self.flush_kind()
+        self.kind = None
+
+
+def _check_writable(path: Path) -> None:
+    """Fail now, not after the run, when --json cannot be written."""
+    folder = path.parent if str(path.parent) else Path(".")
+    existing = next((p for p in (folder, *folder.parents) if p.exists()), Path("."))
+    if path.is_dir() or not existing.is_dir() or not os.access(existing, os.W_OK):
+        raise UsageError(f"--json {path}: cannot write there")

@@ -1,0 +1,144 @@
+"""Dropout: only between layers, only in training, at rate p, survivors scaled by 1/(1-p).
+
+dropout-eval: in eval mode a module with dropout equals the reference (which never drops) and
+two calls agree. If it differs while the same module built with dropout=0 is right, dropout is
+active in eval mode.
+
+dropout-train reads the dropout mask off directly. Layer 0 gets parameters from the spec's
+distributions; layer 1 is made memoryless and elementwise: W_hh = 0, the identity as the input
+weights of the gate that carries the input (Elman h, LSTM g, GRU n), bias BETA on it, and every
+other gate pinned open or shut by a bias of +-PIN (LSTM i = o = 1, f = 0; GRU z = 0). Layer 1's
+output at each step and unit is then phi(u + BETA) with u = mask * scale * y0, where y0 is layer
+0's output (computed by the reference; layer 0 is not affected by dropout) and phi is tanh
+(LSTM: tanh(tanh)). Inverting phi gives every unit's ratio u / y0: 0 where dropped, the scale
+where kept. So:
+- a ratio that is neither 0 nor one common value: not an elementwise dropout of layer 0's output;
+- kept units not at exactly 1/(1-p): `dropout_wrong_scale`;
+- a dropped fraction inconsistent with p (binomial test at `statistics.ALPHA`): `dropout_wrong_scale`;
+- an output of exactly 0 (phi(BETA + u) is never 0): dropout after the last layer,
+  `dropout_after_last_layer`; a one-layer module must not drop at all.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from rnnbench.reference import Config, param_shapes
+from rnnbench.suites.cases import Case
+from rnnbench.suites.check_numerics import compare_forward, observe
+from rnnbench.suites.diagnoses import diagnose, dropout_in_eval
+from rnnbench.suites.layers import INPUT_BIAS, INPUT_WEIGHT, blocks, lower_layers, time_major
+from rnnbench.suites.results import Finding
+from rnnbench.suites.statistics import ALPHA, rate_p_value
+from rnnbench.suites.subject import draw_params
+from rnnbench.suites.trial import Trial
+
+BETA = 0.5
+PIN = 30.0  # sigmoid(30) = 1 - 1e-13
+# What each gate does in the memoryless layer: carry the input, or be pinned open (1) or shut (0).
+GATE_ROLES = {"h": "carry", "g": "carry", "n": "carry", "i": "open", "o": "open", "f": "shut",
+              "z": "shut", "r": "shut"}
+LEVELS = {"carry": BETA, "open": PIN, "shut": -PIN}  # the input bias of each role
+# phi^-1 per family: recover u + BETA from the memoryless layer's output.
+INVERSE = {"rnn": np.arctanh, "gru": np.arctanh, "lstm": lambda y: np.arctanh(np.arctanh(y))}
+# Ratios are compared with this relative tolerance; 0, 1 and 1/(1-p) are far apart.
+RATIO_TOL = 1e-2
+# Units where layer 0's output is this close to 0 carry no information about the mask.
+MIN_SIGNAL = 0.05
+
+
+def has_dropout(case: Case) -> bool:
+    return case.config.dropout > 0
+
+
+def check_eval(subject, case) -> dict:
+    """In eval mode dropout is off: the module equals the reference, call after call."""
+    trial = Trial(subject, case, "float32", "dropout-eval")
+    first = observe(trial)
+    if not _same(first, trial.run()):
+        raise Finding("two calls in eval mode give different outputs",
+                      "dropout_in_eval" if dropout_in_eval(trial) else diagnose(trial, first))
+    try:
+        return compare_forward(trial, first)
+    except Finding as finding:
+        finding.diagnosis = "dropout_in_eval" if dropout_in_eval(trial) else finding.diagnosis
+        raise
+
+
+def check_train(subject, case) -> dict:
+    """In training, dropout hits only the inputs of upper layers, at rate p, scaled by 1/(1-p)."""
+    cfg = case.config
+    params = {**draw_params(cfg, subject.rng("dropout-params", case.name)), **_memoryless(cfg)}
+    trial = Trial(subject, case, "float32", "dropout-train", params=params)
+    try:  # in eval mode first: dropout can only be judged on a module that is otherwise right
+        compare_forward(trial, observe(trial))
+    except Finding as finding:
+        finding.message = f"in eval mode (no dropout) already: {finding.message}"
+        finding.diagnosis = "dropout_in_eval" if dropout_in_eval(trial) else finding.diagnosis
+        raise
+    trial.module.train()
+    observed = observe(trial)
+    zeros = int(np.count_nonzero(observed["output"] == 0.0))
+    if cfg.num_layers == 1:  # no layer boundary: training must change nothing
+        try:
+            return compare_forward(trial, observed)
+        except Finding as finding:
+            if zeros:
+                finding.diagnosis = "dropout_after_last_layer"
+            raise
+    if zeros:
+        raise Finding(f"{zeros} outputs are exactly 0 in training (layer 1 never outputs 0 here)",
+                      "dropout_after_last_layer")
+    lower, lower_params = lower_layers(cfg, trial.params, 1)
+    y0 = time_major(cfg, trial.expected(lower, lower_params)["output"])
+    y = time_major(cfg, observed["output"])
+    informative = np.abs(y0) > MIN_SIGNAL
+    ratio = (INVERSE[cfg.family](y)[informative] - BETA) / y0[informative]
+    return _judge_ratios(cfg.dropout, ratio)
+
+
+def _same(a: dict, b: dict) -> bool:
+    return all(np.array_equal(a[name], b[name]) for name in a)
+
+
+def _memoryless(cfg: Config) -> dict:
+    """Parameters that make every layer above the first memoryless and elementwise."""
+    hidden = cfg.hidden_size
+    roles = [GATE_ROLES[gate] for gate in cfg.gates]
+    values = {INPUT_WEIGHT: np.concatenate([np.eye(hidden) * (role == "carry") for role in roles]),
+              INPUT_BIAS: np.concatenate([np.full(hidden, LEVELS[role]) for role in roles])}
+    first_layer = param_shapes(cfg.replace(num_layers=1))
+    block = blocks(cfg)
+    return {name: values.get(block[name], np.zeros(shape))
+            for name, shape in param_shapes(cfg).items() if name not in first_layer}
+
+
+def _judge_ratios(p: float, ratio: np.ndarray) -> dict:
+    """The mask as ratios u / y0 must be 0 or 1/(1-p), dropped at rate p."""
+    numbers = {"p": p, "samples": int(ratio.size)}
+    if not np.all(np.isfinite(ratio)):
+        raise Finding("in training, upper layers see inputs no dropout of layer 0's output gives",
+                      **numbers)
+    dropped = np.abs(ratio) < RATIO_TOL
+    kept = ratio[~dropped]
+    scale = 1.0 / (1.0 - p) if p < 1 else None
+    numbers["dropped"] = float(dropped.mean())
+    if kept.size:
+        common = float(np.median(kept))
+        if np.any(np.abs(kept - common) > RATIO_TOL * abs(common)):
+            raise Finding("upper layers do not see layer 0's output times a 0-or-constant mask "
+                          f"(ratios from {kept.min():.3g} to {kept.max():.3g})", **numbers)
+        numbers["scale"] = common
+        if scale is None or abs(common - scale) > RATIO_TOL * scale:
+            expected = "no unit kept" if scale is None else f"1/(1-p) = {scale:.3g}"
+            raise Finding(f"kept units scaled by {common:.3g}, expected {expected}",
+                          "dropout_wrong_scale", **numbers)
+    if p == 0.0 and dropped.any():
+        raise Finding(f"dropped {numbers['dropped']:.3f} of units with p = 0", "dropout_wrong_scale",
+                      **numbers)
+    if p in (0.0, 1.0):  # nothing random to test
+        return numbers
+    numbers["p_value"] = rate_p_value(int(dropped.sum()), int(ratio.size), p)
+    if numbers["p_value"] < ALPHA:
+        raise Finding(f"dropped {numbers['dropped']:.3f} of units, expected p = {p} "
+                      f"(binomial p-value {numbers['p_value']:.1e})", "dropout_wrong_scale", **numbers)
+    return numbers

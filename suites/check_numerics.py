@@ -1,0 +1,109 @@
+"""Forward outputs and gradients against the float64 reference.
+
+Parameters are drawn from the spec's init distributions and loaded into the module; the
+reference gets exactly the values the module holds (rounded to its dtype) and the same inputs,
+so the only difference left is the arithmetic. The tolerance is the spec's policy for the dtype,
+the number of steps and the depth (`rnnbench.reference.tolerance`). In float64 it is tight
+enough that any real mistake fails; in float32 it is the policy's.
+
+A failure says which output (or gradient) differs and by how much, where the forward pass first
+diverges (`divergence.locate`) and, where recognisable, which mistake explains it
+(`diagnoses.diagnose`).
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from rnnbench import reference
+from rnnbench.reference.numerics import nest_outputs, state_grad_names
+from rnnbench.suites.compare import difference, first_mismatch, summary
+from rnnbench.suites.diagnoses import diagnose
+from rnnbench.suites.divergence import locate
+from rnnbench.suites.results import Finding
+from rnnbench.suites.subject import call, entry_grad, spec_parameters, to_numpy
+from rnnbench.suites.trial import Trial, nest_hx
+
+
+def check_forward(subject, case, dtype: str) -> dict:
+    """Outputs and final states equal the reference's within the policy tolerance."""
+    trial = Trial(subject, case, dtype, "forward")
+    observed = observe(trial)
+    return compare_forward(trial, observed)
+
+
+def check_gradients(subject, case, dtype: str) -> dict:
+    """Gradients w.r.t. the input, the initial state (when given) and every parameter equal the
+    reference's BPTT gradients for a random output gradient."""
+    # Training mode: cuDNN computes RNN gradients only there; these cases have no dropout.
+    trial = Trial(subject, case, dtype, "gradients", train=True)
+    cfg = trial.cfg
+    stored = spec_parameters(trial.module, cfg)
+    x, hx = trial.tensors()
+    # The tensors to differentiate by, keyed as reference.backward keys their gradients.
+    leaves = {"input": x, **dict(zip(state_grad_names(cfg), (hx or {}).values()))}
+    for leaf in leaves.values():
+        leaf.requires_grad_(True)
+    outputs = observe_tensors(trial, x, hx)
+    compare_forward(trial, {name: to_numpy(t) for name, t in outputs.items()})
+    rng = subject.rng("gradients-out", case.name)
+    grad_out = {name: rng.normal(size=tuple(t.shape)) for name, t in outputs.items()}
+    observed = _backward(trial, outputs, grad_out, leaves, stored)
+    expected = reference.backward(cfg, trial.params, trial.x64, nest_hx(cfg, trial.hx64),
+                                  nest_outputs(cfg, grad_out))
+    tol = trial.tolerance(gradient=True)
+    wrong = first_mismatch(observed, {name: expected[name] for name in observed}, tol)
+    if wrong:
+        name, numbers = wrong
+        raise Finding(summary(f"the gradient w.r.t. {name}", numbers), parameter=name, **numbers)
+    return {"tol": tol.atol}
+
+
+def _backward(trial: Trial, outputs: dict, grad_out: dict, leaves: dict, stored: dict) -> dict:
+    """The implementation's gradients of sum(outputs * grad_out) w.r.t. the leaves and every
+    spec parameter (cut from the registered parameter storing it), in float64."""
+    owners = list({id(owner): owner for owner, _ in stored.values()}.values())
+    wrt = [*leaves.values(), *owners]
+    try:
+        grads = call("backward", torch.autograd.grad, list(outputs.values()), wrt,
+                     [trial.subject.tensor(grad_out[name], trial.dtype) for name in outputs],
+                     allow_unused=True)
+    except Finding as finding:  # autograd refuses when forward wrote to its input
+        pristine = [trial.x64, *(trial.hx64 or {}).values()]
+        if any(not np.array_equal(to_numpy(leaf), value) for leaf, value in zip(leaves.values(), pristine)):
+            finding.diagnosis = "input_mutated"
+        raise
+    grads = [torch.zeros_like(t) if g is None else g for t, g in zip(wrt, grads)]  # unused: zero
+    observed = dict(zip(leaves, grads))
+    by_owner = {id(owner): grad for owner, grad in zip(owners, grads[len(leaves):])}
+    observed.update((name, entry_grad(owner, entry, by_owner[id(owner)]))
+                    for name, (owner, entry) in stored.items())
+    return {name: to_numpy(grad) for name, grad in observed.items()}
+
+
+def observe(trial: Trial) -> dict:
+    """The trial's outputs in float64; a forward that raises or returns the wrong structure
+    becomes a Finding with the diagnosis its failure points to."""
+    return {name: to_numpy(t) for name, t in observe_tensors(trial).items()}
+
+
+def observe_tensors(trial: Trial, x=None, hx=None) -> dict:
+    """`observe` as tensors, optionally for given input tensors."""
+    try:
+        return trial.call() if x is None else trial.call(x, hx)
+    except Finding as finding:
+        finding.diagnosis = finding.diagnosis or diagnose(trial, None)
+        raise
+
+
+def compare_forward(trial: Trial, observed: dict) -> dict:
+    """Compare with the reference; Finding with numbers, divergence and diagnosis if it differs."""
+    expected = trial.expected()
+    tol = trial.tolerance()
+    wrong = first_mismatch(observed, expected, tol)
+    if wrong is None:
+        return {"max_abs": max(difference(observed[n], expected[n], tol)["max_abs"] for n in expected),
+                "tol": tol.atol}
+    name, numbers = wrong
+    numbers.update(locate(trial, observed, expected, tol))
+    raise Finding(summary(name, numbers), diagnose(trial, observed), **numbers)

@@ -1,0 +1,41 @@
+"""State carry-over: a sequence run in two halves, the first half's final state passed as the
+second half's initial state, gives the same outputs and final state as the sequence run whole.
+(Bidirectional modules are excluded: their reverse direction reads the future.)"""
+from __future__ import annotations
+
+import numpy as np
+
+from rnnbench.reference.numerics import output_names, state_names
+from rnnbench.suites.cases import Case
+from rnnbench.suites.check_numerics import observe
+from rnnbench.suites.compare import agree, first_mismatch, summary
+from rnnbench.suites.diagnoses import final_state_mismatch
+from rnnbench.suites.results import Finding
+from rnnbench.suites.subject import to_numpy
+from rnnbench.suites.trial import Trial
+
+
+def applies(case: Case) -> bool:
+    cfg = case.config
+    return not cfg.is_cell and not cfg.bidirectional and case.steps >= 2
+
+
+def check_state(subject, case) -> dict:
+    """Two halves with the state carried over equal the whole sequence."""
+    trial = Trial(subject, case, "float32", "state")
+    cfg = trial.cfg
+    whole = observe(trial)
+    axis = 1 if cfg.batch_first and case.batched else 0
+    first_x, second_x = trial.tensors()[0].tensor_split([case.steps // 2], dim=axis)
+    first = trial.call(first_x)
+    carried = dict(zip(state_names(cfg), (first[name] for name in output_names(cfg)[1:])))
+    second = trial.run(second_x, carried)
+    joined = {**second, "output": np.concatenate([to_numpy(first["output"]), second["output"]], axis)}
+    tol = trial.tolerance()
+    wrong = first_mismatch(joined, whole, tol)
+    if wrong is None:
+        return {}
+    name, numbers = wrong
+    ignored = agree(trial.run(second_x, None), second, tol)
+    raise Finding(summary(f"{name} of the two halves", numbers, "the whole sequence's"),
+                  "h0_ignored" if ignored else final_state_mismatch(cfg, whole, tol), **numbers)

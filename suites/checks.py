@@ -1,0 +1,75 @@
+"""The catalogue of checks: stable ids, categories, and the cases each runs on.
+
+A check is a generic function of (subject, case) that returns numbers when the implementation
+passed and raises `Finding` when it did not; it knows nothing about any one implementation. Its
+id on a case is "<name>/<case name>", e.g. "forward/two-layer-bidirectional"; with the kind it
+is unique and stable across runs. `dtype` and `backward` say which features the check needs, so
+an implementation that declares them unsupported gets "not_supported" instead of a failure.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+
+from rnnbench.suites import (check_construction, check_dropout, check_errors, check_implicit,
+                             check_init, check_inputs, check_numerics, check_shapes, check_state)
+from rnnbench.suites.cases import CASES, CONSTRUCTION_CASES, DROPOUT_CASES, Case, select
+
+CATEGORIES = ("construction", "init", "shapes", "forward", "gradients", "state", "dropout",
+              "errors", "inputs", "solver")
+
+
+def _every(case: Case) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check: what it is called, what it examines, which rows of which table it runs on."""
+
+    name: str
+    category: str
+    function: Callable
+    table: tuple[Case, ...]
+    applies: Callable[[Case], bool] = _every
+    dtype: str = "float32"
+    backward: bool = False
+
+    def id(self, case: Case) -> str:
+        return f"{self.name}/{case.name}"
+
+    def cases(self, kind: str, quick: bool = False) -> list[Case]:
+        return [case for case in select(self.table, kind, quick) if self.applies(case)]
+
+
+def _numeric_checks() -> list[Check]:
+    """forward and gradients, in float64 (tight) and float32 (the policy's tolerance)."""
+    checks = []
+    for dtype, suffix in (("float64", ""), ("float32", "-float32")):
+        checks.append(Check(f"forward{suffix}", "forward",
+                            partial(check_numerics.check_forward, dtype=dtype), CASES, dtype=dtype))
+        checks.append(Check(f"gradients{suffix}", "gradients",
+                            partial(check_numerics.check_gradients, dtype=dtype), CASES,
+                            dtype=dtype, backward=True))
+    return checks
+
+
+CHECKS: tuple[Check, ...] = (
+    Check("parameters", "construction", check_construction.check_parameters, CASES),
+    Check("dtype-device", "construction", check_construction.check_dtype_device,
+          CONSTRUCTION_CASES, dtype="float64"),
+    Check("invalid-arguments", "construction", check_construction.check_invalid_arguments,
+          CONSTRUCTION_CASES),
+    Check("init", "init", check_init.check_init, CONSTRUCTION_CASES),
+    Check("shapes", "shapes", check_shapes.check_shapes, CASES),
+    *_numeric_checks(),
+    Check("state", "state", check_state.check_state, CASES, applies=check_state.applies),
+    Check("dropout-eval", "dropout", check_dropout.check_eval, DROPOUT_CASES,
+          applies=check_dropout.has_dropout),
+    Check("dropout-train", "dropout", check_dropout.check_train, DROPOUT_CASES),
+    *(Check(f"error-{wrong.name}", "errors", partial(check_errors.check_rejected, wrong=wrong),
+            CASES, applies=wrong.applies) for wrong in check_errors.WRONG_INPUTS),
+    Check("inputs", "inputs", check_inputs.check_inputs_unchanged, CASES),
+    *(Check(**row) for row in check_implicit.ROWS),
+)

@@ -1,0 +1,53 @@
+"""The child process of `rnnbench.suites.isolation.conform`: load the target, run the planned
+checks from a given index on, and report each as a JSON line on a dedicated pipe.
+
+Run as `python -m rnnbench.suites.child OPTIONS_JSON`; OPTIONS_JSON["fd"] is the pipe's write end.
+Events, one JSON object per line: {"event": "usage_error", "message"} | {"event": "plan",
+"implementation", "items"} | {"event": "environment", "environment"} | {"event": "start", "index"}
+| {"event": "result", "index", "result"} | {"event": "done"}. What the implementation prints goes
+to stdout and stderr, which the parent keeps apart from the events.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from rnnbench.errors import UsageError
+from rnnbench.impls import load
+from rnnbench.suites.runner import check_available, check_device, plan, run_item
+
+
+def main(argv: list[str]) -> int:
+    options = json.loads(argv[1])
+    with os.fdopen(options["fd"], "w", buffering=1) as channel:
+        def send(event: str, **fields) -> None:
+            channel.write(json.dumps({"event": event, **fields}) + "\n")
+            channel.flush()
+
+        kinds = options["kinds"]
+        try:
+            check_device(options["device"])
+            impl = load(options["target"], kinds[0] if len(kinds) == 1 else None)
+            check_available(impl)
+            items = plan(impl, kinds, options["quick"])
+        except UsageError as exc:
+            send("usage_error", message=str(exc))
+            return 2
+        send("plan", implementation=impl.name, items=[item.describe() for item in items])
+        if options["start"] == 0:
+            from rnnbench.environment import capture
+
+            send("environment", environment=capture())
+        for index in range(options["start"], len(items)):
+            if items[index].kind in options["skip_kinds"]:
+                continue
+            send("start", index=index)
+            result = run_item(impl, items[index], options["device"], options["seed"])
+            send("result", index=index, result=result.to_dict())
+        send("done")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

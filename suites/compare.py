@@ -1,0 +1,61 @@
+"""Comparing arrays with a `Tolerance` from the spec, NaN-safe, with the numbers a report needs."""
+from __future__ import annotations
+
+import numpy as np
+
+from rnnbench.reference import Tolerance
+
+
+def excess(actual, expected, tol: Tolerance, axis=None):
+    """The worst ratio |actual - expected| / (atol + rtol * |expected|); > 1 means outside the
+    tolerance. NaN or inf where the expected value is finite counts as infinitely far."""
+    actual = np.asarray(actual, dtype=np.float64)
+    expected = np.asarray(expected, dtype=np.float64)
+    ratio = np.abs(actual - expected) / (tol.atol + tol.rtol * np.abs(expected))
+    ratio = np.where(np.isnan(ratio), np.inf, ratio)
+    if ratio.size == 0:
+        return 0.0 if axis is None else np.zeros(np.delete(ratio.shape, axis))
+    return float(ratio.max()) if axis is None else ratio.max(axis=axis)
+
+
+def difference(actual, expected, tol: Tolerance) -> dict[str, float]:
+    """max_abs, max_rel, tol (the absolute allowance) and excess of one comparison."""
+    actual = np.asarray(actual, dtype=np.float64)
+    expected = np.asarray(expected, dtype=np.float64)
+    error = np.abs(actual - expected)
+    error = np.where(np.isnan(error), np.inf, error)
+    if error.size == 0:
+        return {"max_abs": 0.0, "max_rel": 0.0, "tol": tol.atol, "excess": 0.0}
+    relative = error / np.maximum(np.abs(expected), np.finfo(np.float64).tiny)
+    return {"max_abs": float(error.max()), "max_rel": float(relative.max()), "tol": tol.atol,
+            "excess": excess(actual, expected, tol)}
+
+
+def first_mismatch(observed: dict, expected: dict, tol: Tolerance) -> tuple[str, dict] | None:
+    """The first name (in `expected`'s order) whose arrays differ beyond `tol`, with the numbers
+    of that comparison; None when all agree. Names missing from either side, or None, are skipped."""
+    for name, want in expected.items():
+        got = observed.get(name)
+        if got is None or want is None:
+            continue
+        numbers = difference(got, want, tol)
+        if not numbers["excess"] <= 1.0:
+            return name, numbers
+    return None
+
+
+def agree(observed: dict, expected: dict, tol: Tolerance) -> bool:
+    """Whether every array both sides have agrees within `tol` (shapes must match too)."""
+    for name, want in expected.items():
+        got = observed.get(name)
+        if got is None or want is None:
+            continue
+        if np.shape(got) != np.shape(want) or not excess(got, want, tol) <= 1.0:
+            return False
+    return True
+
+
+def summary(name: str, numbers: dict, what: str = "the reference") -> str:
+    """The one-line message of a failed comparison."""
+    return (f"{name} differs from {what} (max abs {numbers['max_abs']:.1e}, "
+            f"tol {numbers['tol']:.1e})")

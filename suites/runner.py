@@ -1,0 +1,162 @@
+"""Running the checks in this process: the plan (which check on which case of which kind), one
+check turned into a `CheckResult`, and `run_checks` over a whole implementation.
+
+`rnnbench.suites.isolation.conform` runs the same plan in a child process, so that nothing an
+implementation does can take the run down with it.
+"""
+from __future__ import annotations
+
+import math
+import time
+import traceback
+import warnings
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from rnnbench.errors import UsageError
+from rnnbench.impls.base import Implementation
+from rnnbench.impls.registry import one_line
+from rnnbench.impls.registry import KINDS
+from rnnbench.suites.cases import Case
+from rnnbench.suites.checks import CHECKS, Check
+from rnnbench.suites.results import OUTCOMES, CheckResult, Finding, NotSupported
+from rnnbench.suites.subject import Subject
+
+
+@dataclass(frozen=True)
+class Item:
+    """One check on one case of one kind: the unit of the plan, of a result and of a pytest item."""
+
+    kind: str
+    check: Check
+    case: Case
+
+    @property
+    def id(self) -> str:
+        return self.check.id(self.case)
+
+    def describe(self) -> dict:
+        """The fields a result of this item always has."""
+        return {"check": self.id, "category": self.check.category, "kind": self.kind,
+                "case": self.case.name}
+
+
+def check_kinds(kinds) -> None:
+    """UsageError for a kind the spec does not know."""
+    for kind in kinds or ():
+        if kind not in KINDS:
+            raise UsageError(f"unknown kind {kind!r}; known kinds: {', '.join(KINDS)}")
+
+
+def resolve_kinds(impl: Implementation, kinds=None) -> list[str]:
+    """The kinds to check, in the spec's order: `kinds` if given (each must be one `impl`
+    provides), else all of `impl`'s."""
+    if not kinds:
+        return [kind for kind in KINDS if kind in impl.kinds]
+    check_kinds(kinds)
+    for kind in kinds:
+        if kind not in impl.kinds:
+            raise UsageError(f"{impl.name} provides no {kind!r}; it provides {', '.join(impl.kinds)}")
+    return [kind for kind in KINDS if kind in kinds]
+
+
+def device_type(device: str) -> str:
+    """"cpu" or "cuda" for a device name ("cuda:1" too); UsageError for anything else."""
+    kind = device.split(":")[0]
+    if device in ("cpu", "cuda") or (kind == "cuda" and device[5:].isdigit()):
+        return kind
+    raise UsageError(f"unknown device {device!r}; use cpu or cuda")
+
+
+def check_device(device: str) -> None:
+    """UsageError unless `device` is "cpu", or "cuda[:N]" with CUDA available."""
+    if device_type(device) == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UsageError(f"--device {device}: CUDA is not available here "
+                             f"(torch {torch.__version__}, CUDA build {torch.version.cuda})")
+
+
+def check_available(impl: Implementation) -> None:
+    reason = impl.unavailable_reason()
+    if reason:
+        raise UsageError(f"{impl.name} is not available here: {reason}")
+
+
+def plan(impl: Implementation, kinds=None, quick: bool = False) -> list[Item]:
+    """Every (kind, check, case) to run, in a stable order."""
+    return [Item(kind, check, case) for kind in resolve_kinds(impl, kinds) for check in CHECKS
+            for case in check.cases(kind, quick)]
+
+
+def run_item(impl: Implementation, item: Item, device: str = "cpu", seed: int = 0) -> CheckResult:
+    """Run one item; whatever happens becomes its CheckResult."""
+    import torch
+
+    start = time.perf_counter()
+    result = CheckResult(**item.describe(), outcome="passed")
+    missing = impl.missing_features(item.case.config, batched=item.case.batched,
+                                    dtype=item.check.dtype, device=device_type(device),
+                                    backward=item.check.backward)
+    if missing:
+        result.outcome = "not_supported"
+        result.message = f"needs {', '.join(missing)}, which {impl.name} declares unsupported"
+        return result
+    # Seeded per item, so a result does not depend on which items ran before it.
+    torch.manual_seed(zlib.crc32(f"{seed}/{item.kind}/{item.id}".encode()))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. torch's "dropout with one layer" warning
+            result.numbers = item.check.function(Subject(impl, item.kind, device, seed), item.case)
+    except Finding as finding:
+        result.outcome, result.message = "failed", finding.message
+        result.diagnosis, result.numbers = finding.diagnosis, finding.numbers
+    except NotSupported as exc:
+        result.outcome, result.message = "not_supported", str(exc)
+    except SystemExit as exc:
+        result.outcome, result.message = "error", f"the implementation called sys.exit({exc.code!r})"
+    except Exception as exc:
+        result.outcome, result.message = "error", f"the check stopped: {one_line(exc)} {_where(exc)}"
+    result.numbers = {name: _plain(value) for name, value in result.numbers.items()}
+    result.duration_s = time.perf_counter() - start
+    return result
+
+
+def run_checks(impl: Implementation, kinds=None, device: str = "cpu", quick: bool = False,
+               seed: int = 0, progress: Callable[[CheckResult, int, int], None] | None = None
+               ) -> list[CheckResult]:
+    """Run every check of `impl` in this process; `progress(result, done, total)` after each."""
+    check_device(device)
+    check_available(impl)
+    items = plan(impl, kinds, quick)
+    results = []
+    for item in items:
+        results.append(run_item(impl, item, device, seed))
+        if progress:
+            progress(results[-1], len(results), len(items))
+    return results
+
+
+def summarize(results: list[CheckResult]) -> dict[str, int]:
+    """Counts per outcome, every outcome present."""
+    counts = dict.fromkeys(OUTCOMES, 0)
+    for result in results:
+        counts[result.outcome] += 1
+    return counts
+
+
+def _plain(value):
+    """A number as JSON can hold it: NumPy scalars as Python ones, inf and nan as strings."""
+    value = value.item() if hasattr(value, "item") else value
+    return str(value) if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def _where(exc: BaseException) -> str:
+    """(at file.py:line) of the innermost frame, for reporting a check that stopped."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return ""
+    frame = frames[-1]
+    return f"(at {frame.filename.rsplit('/', 1)[-1]}:{frame.lineno})"

@@ -1,0 +1,52 @@
+"""The suite's statistical tests, and why a correct implementation practically never fails them.
+
+Two checks are statistical: `init` (is every parameter drawn from its spec distribution?) and
+`dropout-train` (are units dropped at rate p?). Every such test rejects at level ALPHA = 1e-10.
+A run makes at most MAX_TESTS of them (`tests/test_suites.py` counts the full case list: one
+Kolmogorov-Smirnov test per parameter of each construction case, one binomial test per dropout
+case with 0 < p < 1). By Bonferroni's inequality the chance that a correct implementation fails
+any statistical test in a run is at most MAX_TESTS * ALPHA = 2e-8 < 1e-6. The deterministic
+parts (values outside the init bounds, kept units not scaled by exactly 1/(1-p)) cannot fail a
+correct implementation at all.
+
+Power. The KS test rejects when sqrt(n) * D > lambda with 2 * exp(-2 lambda^2) = ALPHA, i.e.
+lambda = 3.44; with n >= 1000 samples per parameter that is any CDF gap D > 0.109. The textbook
+mistakes are far beyond it: a 1/H bound instead of 1/sqrt(H) at H = 7 gives D = 0.31, zeros 0.5,
+and randn, orthogonal or Xavier inits put values outside the bounds. The rate test sees ~1000
+dropout decisions: at p = 0.5 a rate off by 0.1 is 6 standard deviations out, and a rate of 1-p
+instead of p only passes if p = 0.5, where the two coincide.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from rnnbench.reference import Uniform
+
+ALPHA = 1e-10
+MAX_TESTS = 200
+# Values a hair outside [low, high] are float rounding of the bounds, not a wrong distribution.
+BOUND_SLACK = 1e-6
+
+
+def uniform_fit(samples: np.ndarray, dist: Uniform) -> dict:
+    """How well `samples` fit `dist`: the KS statistic and p-value, the extremes, and whether
+    any value lies outside the bounds."""
+    import scipy.stats  # imported when needed: it takes seconds, and a restarted child may not
+
+    slack = BOUND_SLACK * (dist.high - dist.low)
+    result = scipy.stats.kstest(samples, dist.cdf)
+    return {"ks": float(result.statistic), "p_value": float(result.pvalue),
+            "min": float(samples.min()), "max": float(samples.max()), "samples": int(samples.size),
+            "outside": int(np.count_nonzero((samples < dist.low - slack) | (samples > dist.high + slack)))}
+
+
+def fits(fit: dict) -> bool:
+    """Whether a `uniform_fit` result is consistent with the distribution."""
+    return fit["outside"] == 0 and fit["p_value"] >= ALPHA
+
+
+def rate_p_value(events: int, trials: int, rate: float) -> float:
+    """Two-sided binomial test of `events` in `trials` against `rate`."""
+    import scipy.stats
+
+    return float(scipy.stats.binomtest(events, trials, rate).pvalue)

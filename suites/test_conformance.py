@@ -1,0 +1,16 @@
+"""The conformance checks as pytest tests: `pytest --pyargs rnnbench.suites --impl TARGET`.
+
+The rnnbench pytest plugin (`rnnbench.suites.plugin`) gives `rnnbench_item` one value per
+(kind, check, case) and `rnnbench_run` to run it; without --impl the single test is skipped.
+"""
+import pytest
+
+from rnnbench.suites.text import finding
+
+
+def test_conformance(rnnbench_item, rnnbench_run):
+    result = rnnbench_run(rnnbench_item)
+    if result.outcome == "not_supported":
+        pytest.skip(result.message)
+    if result.outcome != "passed":
+        pytest.fail("\n".join(finding(result.to_dict())), pytrace=False)

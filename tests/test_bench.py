@@ -1,0 +1,416 @@
+import json
+
+import pytest
+import torch
+from torch import nn
+
+from rnnbench import cli
+from rnnbench.benchmarks import runner
+from rnnbench.benchmarks.runner import SCHEMA, STATUSES, run_benchmarks, skip_reason
+from rnnbench.benchmarks.timing import (RepeatPolicy, measure_interleaved, peak_memory_bytes,
+                                        summarize)
+from rnnbench.benchmarks.workloads import (METRICS, Workload, load_workloads, preset_names,
+                                           workload_from_dict)
+from rnnbench.errors import UsageError
+from rnnbench.impls.base import Implementation
+from rnnbench.reference import Config
+from rnnbench.results import read_json, write_json
+
+TINY = {"name": "tiny-rnn", "config": {"kind": "rnn", "input_size": 3, "hidden_size": 4},
+        "batch": 2, "steps": 3, "budget_s": 0.01, "min_repeats": 3}
+FAKE_PEAK = {"device": "cpu", "dtype": "float32", "threads": 1, "n": 1, "gflops": 50.0, "tf32": None}
+# The fields every result carries (the contract in notes/apis.md).
+RESULT_FIELDS = {"impl", "kind", "workload", "device", "dtype", "metric", "median_s", "iqr_s",
+                 "repeats", "gflops", "peak_fraction", "first_call_s", "tokens_per_s",
+                 "peak_mem_bytes", "status", "reason"}
+
+
+@pytest.fixture(autouse=True)
+def fixed_peak(monkeypatch):
+    # The GEMM peak takes a second to measure and is a number we want to know exactly here.
+    monkeypatch.setattr(runner, "gemm_peak", lambda device: dict(FAKE_PEAK))
+
+
+def tiny(**changes) -> Workload:
+    return workload_from_dict({**TINY, **changes})
+
+
+def impl(name, rnn=nn.RNN, **fields) -> Implementation:
+    return Implementation(name=name, kinds={"rnn": rnn}, **fields)
+
+
+class Exploding(nn.RNN):
+    """Fails on its `fail_on`-th forward call (1-based), every call after too."""
+
+    fail_on = 1
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.calls = 0
+
+    def forward(self, *args):
+        self.calls += 1
+        if self.calls >= self.fail_on:
+            raise RuntimeError("kernel exploded")
+        return super().forward(*args)
+
+
+def broken_constructor(*args, **kwargs):
+    raise TypeError("unexpected keyword argument 'dtype'")
+
+
+def results_by(doc, name, metric="forward"):
+    [result] = [r for r in doc["results"] if r["impl"] == name and r["metric"] == metric]
+    return result
+
+
+# --- workloads ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("preset", ["quick", "deepbench", "latency", "seeds", "goals"])
+def test_every_documented_preset_loads(preset):
+    assert preset in preset_names()
+    workloads = load_workloads(preset)
+    assert workloads and all(isinstance(w, Workload) for w in workloads)
+
+
+def test_quick_preset_covers_every_kind():
+    kinds = {w.kind for w in load_workloads("quick")}
+    assert kinds == {"rnn", "lstm", "gru", "rnn_cell", "lstm_cell", "gru_cell", "implicit"}
+
+
+def test_quick_preset_times_a_training_step_with_clipping():
+    assert any("train_step" in w.metrics and w.clip_norm for w in load_workloads("quick"))
+
+
+def test_deepbench_preset_keeps_deepbench_conventions():
+    workloads = load_workloads("deepbench")
+    assert {w.kind for w in workloads} == {"rnn", "lstm", "gru"}
+    for w in workloads:
+        assert w.config.num_layers == 1 and not w.config.bidirectional
+        assert w.config.input_size == w.config.hidden_size
+        if w.kind == "rnn":
+            assert w.config.nonlinearity == "relu"
+    inference = [w for w in workloads if w.metrics == ("forward",)]
+    assert inference and {w.batch for w in inference} <= {1, 2, 4}
+
+
+def test_deepbench_preset_contains_its_published_sizes():
+    sizes = {(w.kind, w.config.hidden_size, w.batch, w.steps) for w in load_workloads("deepbench")}
+    # Rows of DeepBench's rnn_problems.h: vanilla 1760 x 16 x 50, LSTM 4096 x 128 x 25, GRU
+    # 2560 x 32 x 187, LSTM inference 1536 x 4 x 50.
+    assert {("rnn", 1760, 16, 50), ("lstm", 4096, 128, 25), ("gru", 2560, 32, 187),
+            ("lstm", 1536, 4, 50)} <= sizes
+
+
+def test_goals_preset_has_the_issue_4_workloads():
+    goals = {(w.kind, w.steps, w.batch, w.config.input_size, w.config.hidden_size, w.threads): w
+             for w in load_workloads("goals")}
+    for key in [("rnn", 100, 32, 256, 256, None), ("rnn", 50, 64, 512, 512, None),
+                ("rnn", 25, 1, 128, 128, 1)]:
+        assert key in goals
+        assert {"forward", "forward_backward"} <= set(goals[key].metrics)
+        assert goals[key].config.nonlinearity == "tanh" and goals[key].dtype == "float32"
+    assert "forward_backward" in goals["gru", 100, 32, 256, 256, None].metrics
+
+
+def test_seeds_preset_has_the_documented_examples():
+    seeds = load_workloads("seeds")
+    nn_rnn = [w for w in seeds if w.kind == "rnn" and w.config.num_layers == 2]
+    assert [w.input_shape() for w in nn_rnn] == [(5, 3, 10)]
+    assert nn_rnn[0].config.hidden_size == 20
+    [implicit] = [w for w in seeds if w.kind == "implicit"]
+    assert implicit.input_shape() == (100, 60, 1)
+    assert (implicit.config.hidden_size, implicit.config.implicit_size) == (128, 64)
+    [text] = [w for w in seeds if w.vocab]
+    assert (text.vocab, text.config.input_size, text.config.hidden_size, text.classes) == (10000, 256, 512, 10)
+    assert text.config.bidirectional and text.config.num_layers == 2 and text.kind == "lstm"
+    assert any(w.clip_norm and "train_step" in w.metrics for w in seeds)
+
+
+def test_a_workload_round_trips_through_its_dict():
+    for w in load_workloads("seeds") + load_workloads("quick"):
+        assert workload_from_dict(json.loads(json.dumps(w.to_dict()))) == w
+
+
+def test_an_unknown_preset_is_a_usage_error_naming_the_known_ones():
+    with pytest.raises(UsageError, match="unknown preset 'nope'.*quick"):
+        load_workloads("nope")
+
+
+BAD_FILES = [
+    ("not json", "{", "not valid JSON"),
+    ("no workloads", {"workloads": []}, "non-empty 'workloads'"),
+    ("unknown field", {"workloads": [{**TINY, "batchsize": 3}]}, "tiny-rnn: unknown field 'batchsize'"),
+    ("bad config", {"workloads": [{**TINY, "config": {"kind": "rnn", "input_size": 3, "hidden_size": 0}}]},
+     "tiny-rnn: .*hidden_size must be a positive integer"),
+    ("unknown kind", {"workloads": [{**TINY, "config": {"kind": "transformer"}}]}, "unknown kind 'transformer'"),
+    ("config field", {"workloads": [{**TINY, "config": {**TINY["config"], "hidden": 2}}]}, "no field 'hidden'"),
+    ("bad metric", {"workloads": [{**TINY, "metrics": ["backward"]}]}, "metrics must be"),
+    ("bad dtype", {"workloads": [{**TINY, "dtype": "float8"}]}, "dtype must be one of"),
+    ("bad batch", {"workloads": [{**TINY, "batch": 0}]}, "batch must be a positive integer"),
+    ("missing name", {"workloads": [{k: v for k, v in TINY.items() if k != "name"}]}, "missing field 'name'"),
+    ("duplicates", {"workloads": [TINY, TINY]}, "duplicate workload names tiny-rnn"),
+    ("bad defaults", {"defaults": [], "workloads": [TINY]}, "'defaults' must be an object"),
+]
+
+
+@pytest.mark.parametrize("content, message", [case[1:] for case in BAD_FILES],
+                         ids=[case[0] for case in BAD_FILES])
+def test_a_bad_workload_file_is_a_one_line_usage_error(tmp_path, content, message):
+    path = tmp_path / "w.json"
+    path.write_text(content if isinstance(content, str) else json.dumps(content))
+    with pytest.raises(UsageError, match=message) as caught:
+        load_workloads(path=str(path))
+    assert str(path) in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_missing_workload_file_is_a_usage_error(tmp_path):
+    with pytest.raises(UsageError, match="no such workload file"):
+        load_workloads(path=str(tmp_path / "absent.json"))
+
+
+# --- FLOP arithmetic ----------------------------------------------------------------------
+
+def test_elman_flops_follow_2TBH_I_plus_H_and_backward_counts_twice():
+    w = Workload("a", Config("rnn", 256, 256), batch=32, steps=100)
+    forward = 2 * 100 * 32 * 256 * (256 + 256)
+    assert w.flops("forward") == forward
+    assert w.flops("forward_backward") == w.flops("train_step") == 3 * forward
+    assert w.flops("forward", input_gemm=False) == 2 * 100 * 32 * 256 * 256
+
+
+def test_tokens_count_steps_for_sequences_and_one_step_for_cells():
+    assert Workload("s", Config("gru", 4, 4), batch=8, steps=5).tokens == 40
+    assert Workload("c", Config("gru_cell", 4, 4), batch=8, steps=5).tokens == 8
+
+
+def test_result_rates_are_consistent_with_the_median(tmp_path):
+    doc = run_benchmarks([impl("native")], [tiny()], threads=1)
+    for r in doc["results"]:
+        assert r["status"] == "ok"
+        assert r["gflops"] * r["median_s"] * 1e9 == pytest.approx(r["flops"])
+        assert r["gflops_no_input_gemm"] * r["median_s"] * 1e9 == pytest.approx(r["flops_no_input_gemm"])
+        assert r["flops_no_input_gemm"] < r["flops"]
+        assert r["peak_fraction"] == pytest.approx(r["gflops"] / FAKE_PEAK["gflops"])
+        assert r["tokens_per_s"] * r["median_s"] == pytest.approx(TINY["batch"] * TINY["steps"])
+        assert r["vs_native"] == pytest.approx(1.0)
+
+
+# --- timing -------------------------------------------------------------------------------
+
+def test_summary_is_median_and_interquartile_range():
+    summary = summarize([5.0, 1.0, 4.0, 2.0, 3.0], number=7)
+    assert (summary.median_s, summary.iqr_s, summary.repeats, summary.number) == (3.0, 2.0, 5, 7)
+
+
+def test_repeat_policy_needs_the_minimum_then_stops_on_budget_or_count():
+    policy = RepeatPolicy(min_repeats=3, max_repeats=10, budget_s=1.0)
+    assert policy.more(2, elapsed_s=100.0, candidates=1)
+    assert policy.more(5, elapsed_s=1.5, candidates=2)
+    assert not policy.more(5, elapsed_s=2.5, candidates=2)
+    assert not policy.more(10, elapsed_s=0.0, candidates=2)
+
+
+def test_candidates_are_interleaved_in_a_rotating_order():
+    log = []
+    calls = {name: (lambda name=name: log.append(name)) for name in "abc"}
+    samples, errors = measure_interleaved(calls, dict.fromkeys(calls, 1), lambda: None,
+                                          RepeatPolicy(min_repeats=3, max_repeats=3))
+    assert log == list("abc" "bca" "cab")
+    assert not errors and all(len(s) == 3 for s in samples.values())
+
+
+def test_a_candidate_that_raises_stops_and_the_others_go_on():
+    log = []
+
+    def bad():
+        raise ValueError("boom")
+
+    samples, errors = measure_interleaved({"bad": bad, "good": lambda: log.append(1)},
+                                          {"bad": 1, "good": 1}, lambda: None,
+                                          RepeatPolicy(min_repeats=4, max_repeats=4))
+    assert list(errors) == ["bad"] and len(samples["good"]) == 4
+
+
+def test_cpu_peak_memory_sees_a_large_allocation():
+    size = 64 * 2**20
+    measured = peak_memory_bytes(lambda: torch.ones(size // 4).sum(), "cpu")
+    if measured is None:
+        pytest.skip("this kernel cannot reset the RSS high-water mark")
+    assert 0.8 * size <= measured <= 4 * size
+
+
+# --- the runner ---------------------------------------------------------------------------
+
+def test_every_impl_and_metric_gets_a_result_with_its_status():
+    impls = [
+        impl("native"),
+        impl("broken-ctor", rnn=broken_constructor),
+        impl("explodes", rnn=Exploding),
+        impl("away", availability=lambda: "needs a quantum computer"),
+        impl("no-backward", unsupported=frozenset({"backward"})),
+        Implementation(name="cells-only", kinds={"rnn_cell": nn.RNNCell}),
+    ]
+    doc = run_benchmarks(impls, [tiny()], threads=1)
+    assert len(doc["results"]) == len(impls) * 2
+    status = {(r["impl"], r["metric"]): (r["status"], r["reason"]) for r in doc["results"]}
+    assert status["native", "forward"] == ("ok", None)
+    assert status["broken-ctor", "forward"] == ("failed", "construction: TypeError: unexpected keyword argument 'dtype'")
+    assert status["explodes", "forward"] == ("failed", "first call: RuntimeError: kernel exploded")
+    assert status["away", "forward_backward"] == ("unavailable", "needs a quantum computer")
+    assert status["no-backward", "forward"][0] == "ok"
+    assert status["no-backward", "forward_backward"] == ("not_supported", "does not support backward")
+    assert status["cells-only", "forward"][0] == "not_supported" and "provides no 'rnn'" in status["cells-only", "forward"][1]
+    assert all(r["status"] in STATUSES for r in doc["results"])
+
+
+def test_a_failure_while_timed_keeps_the_others_results(monkeypatch):
+    warmed_up = []
+    original = runner.warm_up
+
+    def warm_up_and_count(fn, sync):
+        number = original(fn, sync)
+        warmed_up.append(fn)
+        return number
+
+    class ExplodesOnceTimed(nn.RNN):
+        def forward(self, *args):
+            if len(warmed_up) == 2:  # both candidates warmed up: the timed rounds have begun
+                raise RuntimeError("kernel exploded")
+            return super().forward(*args)
+
+    monkeypatch.setattr(runner, "warm_up", warm_up_and_count)
+    doc = run_benchmarks([impl("native"), impl("late", rnn=ExplodesOnceTimed)],
+                         [tiny(metrics=["forward"], min_repeats=20)], threads=1)
+    late, native = results_by(doc, "late"), results_by(doc, "native")
+    assert late["status"] == "failed" and late["reason"] == "timed call: RuntimeError: kernel exploded"
+    assert late["median_s"] is None
+    assert native["status"] == "ok" and native["repeats"] >= 20
+
+
+def test_implementations_are_interleaved_while_timed():
+    log = []
+
+    def recording(name):
+        class Recorded(nn.RNN):
+            def forward(self, *args):
+                log.append(name)
+                return super().forward(*args)
+        return impl(name, rnn=Recorded)
+
+    run_benchmarks([recording("native"), recording("other")], [tiny(metrics=["forward"])], threads=1)
+    switches = sum(a != b for a, b in zip(log, log[1:]))
+    # Sequential timing would switch once or twice (warm-ups, then all of one, then the other).
+    assert switches >= 2 * TINY["min_repeats"]
+
+
+def test_the_document_follows_the_schema_and_survives_json(tmp_path):
+    doc = run_benchmarks([impl("native"), impl("away", availability=lambda: "no")], [tiny()],
+                         threads=1)
+    assert doc["schema"] == SCHEMA and doc["peak_gflops"] == FAKE_PEAK["gflops"]
+    assert {"torch", "cpu", "threads", "cuda", "gpu"} <= set(doc["environment"])
+    assert doc["workloads"] == [tiny().to_dict()]
+    for r in doc["results"]:
+        assert RESULT_FIELDS <= set(r)
+        assert r["threads"] == 1 and r["metric"] in METRICS
+    write_json(tmp_path / "b.json", doc)
+    assert read_json(tmp_path / "b.json", (SCHEMA,))["results"] == json.loads(json.dumps(doc["results"]))
+
+
+def test_workload_threads_are_pinned_and_recorded():
+    doc = run_benchmarks([impl("native")], [tiny(threads=1)], threads=2)
+    assert {r["threads"] for r in doc["results"]} == {1}
+
+
+def test_checkpoint_receives_the_document_after_each_workload():
+    seen = []
+    run_benchmarks([impl("native")], [tiny(), tiny(name="second")], threads=1,
+                   checkpoint=lambda doc: seen.append(len(doc["results"])))
+    assert seen == [2, 4]
+
+
+def test_skip_reason_explains_why_a_combination_cannot_run():
+    w = tiny()
+    assert skip_reason(impl("native"), w, "cpu", "forward") is None
+    assert "does not time train_step" in skip_reason(impl("native"), w, "cpu", "train_step")
+    assert "does not support backward" in skip_reason(
+        impl("nb", unsupported=frozenset({"backward"})), w, "cpu", "forward_backward")
+    assert "unavailable: gone" in skip_reason(impl("x", availability=lambda: "gone"), w, "cpu", "forward")
+
+
+def test_implicit_workloads_record_solver_iterations():
+    w = workload_from_dict({"name": "imp", "config": {"kind": "implicit", "input_size": 2, "hidden_size": 4,
+                                                      "implicit_size": 3, "output_size": 1},
+                            "batch": 2, "steps": 3, "budget_s": 0.01, "min_repeats": 3})
+    from rnnbench.impls.implicit import IMPLEMENTATION
+    doc = run_benchmarks([IMPLEMENTATION], [w], threads=1)
+    forward, backward = results_by(doc, "implicit"), results_by(doc, "implicit", "forward_backward")
+    assert forward["status"] == backward["status"] == "ok"
+    assert forward["solver"]["forward_iterations"] > 0
+    assert backward["solver"]["backward_iterations"] > 0
+
+
+# --- the command --------------------------------------------------------------------------
+
+IMPLS_FILE = """
+from torch import nn
+from rnnbench.impls.base import Implementation
+
+class Exploding(nn.RNN):
+    def forward(self, *args):
+        raise RuntimeError("kernel exploded")
+
+BROKEN = Implementation(name="broken", kinds={"rnn": Exploding})
+"""
+
+
+@pytest.fixture
+def workload_file(tmp_path):
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps({"workloads": [TINY]}))
+    return str(path)
+
+
+def test_bench_exits_0_and_writes_the_document(workload_file, tmp_path, capsys):
+    out = tmp_path / "out" / "bench.json"
+    code = cli.main(["bench", "--impl", "eager", "--workload", workload_file, "--threads", "1",
+                     "--json", str(out)])
+    assert code == 0
+    doc = read_json(out, (SCHEMA,))
+    assert {r["impl"] for r in doc["results"]} == {"native", "eager"}  # native joins as baseline
+    table = capsys.readouterr().out
+    assert "tiny-rnn" in table and "vs native" in table and "GFLOP/s" in table
+
+
+def test_bench_exits_1_when_an_implementation_fails_and_keeps_the_others(workload_file, tmp_path):
+    target = tmp_path / "mine.py"
+    target.write_text(IMPLS_FILE)
+    out = tmp_path / "bench.json"
+    code = cli.main(["bench", "--impl", f"native,{target}:BROKEN", "--workload", workload_file,
+                     "--threads", "1", "--json", str(out)])
+    assert code == 1
+    doc = read_json(out, (SCHEMA,))
+    assert {r["status"] for r in doc["results"] if r["impl"] == "broken"} == {"failed"}
+    assert {r["status"] for r in doc["results"] if r["impl"] == "native"} == {"ok"}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--preset", "nope"], "unknown preset"),
+    (["--workload", "/nonexistent/w.json"], "no such workload file"),
+    (["--threads", "0"], "--threads must be at least 1"),
+    (["--kind", "transformer"], "unknown kind"),
+    (["--preset", "goals", "--kind", "lstm_cell"], "no workload of kind 'lstm_cell'"),
+    (["--impl", "no-such-impl"], "unknown implementation"),
+    (["--device", "tpu"], "--device must be cpu or cuda"),
+    (["--budget", "0"], "--budget must be positive"),
+])
+def test_bench_usage_errors_exit_2_with_one_line(argv, message, capsys):
+    assert cli.main(["bench", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err and "Traceback" not in err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+def test_bench_on_cuda_without_a_gpu_exits_2(capsys):
+    assert cli.main(["bench", "--device", "cuda"]) == 2
+    assert "no CUDA device" in capsys.readouterr().err

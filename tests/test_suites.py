@@ -1,0 +1,409 @@
+"""The conformance suite itself: correct implementations pass, every check category can fail
+(with the right diagnosis), nothing an implementation does can take a run down, and the CLI
+keeps its contract (JSON document, exit codes, one-line usage errors).
+
+`RNNBENCH_SEED_SWEEP=20 pytest tests/test_suites.py -k seed_sweep` runs the full suite on
+native under 20 seeds (minutes; not part of the default run).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from rnnbench.cli import main
+from rnnbench.impls import Implementation, load
+from rnnbench.reference import KINDS, param_shapes
+from rnnbench.suites import CATEGORIES, CHECKS, DIAGNOSES, run_checks
+from rnnbench.suites.cases import CASES, CONSTRUCTION_CASES, DROPOUT_CASES
+from rnnbench.suites.runner import plan, run_item
+from rnnbench.suites.statistics import ALPHA, MAX_TESTS
+
+NATIVE, EAGER = load("native"), load("eager")
+
+
+def problems(results):
+    return [r for r in results if r.outcome != "passed"]
+
+
+def listing(results) -> str:
+    return "\n".join(f"{r.kind} {r.check}: {r.outcome} {r.message} [{r.diagnosis}]" for r in results)
+
+
+# --- correct implementations pass -------------------------------------------------------------
+
+@pytest.mark.parametrize("impl", [NATIVE, EAGER], ids=["native", "eager"])
+def test_correct_implementation_passes_every_check(impl):
+    results = run_checks(impl)
+    assert len(results) == len(plan(impl)) > 500
+    assert not problems(results), listing(problems(results))
+    # every category but the implicit model's solver checks applies to torch.nn's kinds
+    assert {r.category for r in results} == set(CATEGORIES) - {"solver"}
+
+
+@pytest.mark.skipif(not os.environ.get("RNNBENCH_SEED_SWEEP"),
+                    reason="set RNNBENCH_SEED_SWEEP=N to run the full suite on native under N seeds")
+def test_native_passes_under_many_seeds_seed_sweep():
+    for seed in range(1, int(os.environ["RNNBENCH_SEED_SWEEP"]) + 1):
+        wrong = problems(run_checks(NATIVE, seed=seed))
+        assert not wrong, f"seed {seed}:\n{listing(wrong)}"
+
+
+# --- the catalogue ------------------------------------------------------------------------------
+
+def test_check_ids_are_unique_and_every_kind_has_every_category():
+    for kind in KINDS:
+        items = plan(Implementation("any", {kind: object}), [kind])
+        names = {item.check.name for item in items}
+        assert len(names) == len({item.check for item in items})
+        ids = [item.id for item in items]
+        assert len(ids) == len(set(ids))
+        expected = set(CATEGORIES) - {"solver"} - ({"state", "dropout"} if kind.endswith("_cell") else set())
+        assert {item.check.category for item in items} == expected
+
+
+def test_the_implicit_kind_has_its_own_checks_and_solver_category():
+    items = plan(Implementation("any", {"implicit": object}), ["implicit"])
+    assert {item.check.category for item in items} == {
+        "construction", "init", "shapes", "forward", "gradients", "solver", "errors"}
+
+
+def test_quick_is_a_smaller_list_of_the_same_checks():
+    full, quick = plan(NATIVE), plan(NATIVE, quick=True)
+    assert set(quick) < set(full)
+    assert {item.check.name for item in quick} == {item.check.name for item in full}
+
+
+def test_cases_break_symmetry():
+    for case in CASES + DROPOUT_CASES:
+        cfg = case.config
+        sizes = [cfg.hidden_size, case.batch, None if cfg.is_cell or case.steps == 1 else case.steps,
+                 cfg.proj_size or None]
+        if "square" not in case.name:
+            sizes.append(cfg.input_size)
+        sizes = [size for size in sizes if size is not None]
+        assert len(sizes) == len(set(sizes)), case
+        assert len(cfg.gates) == 1 or cfg.hidden_size % len(cfg.gates), case
+
+
+def test_statistical_false_alarm_rate_per_run_is_below_one_in_a_million():
+    tests = sum(len(param_shapes(case.config)) for case in CONSTRUCTION_CASES)
+    tests += sum(0 < case.config.dropout < 1 and case.config.num_layers > 1 for case in DROPOUT_CASES)
+    assert tests <= MAX_TESTS
+    assert MAX_TESTS * ALPHA < 1e-6
+
+
+# --- every category can fail: one small wrong module each ---------------------------------------
+
+def run(constructor, kind: str, check: str):
+    """Results of one check (all its cases) on a one-kind implementation."""
+    impl = Implementation("wrong", {kind: constructor})
+    items = [item for item in plan(impl) if item.check.name == check]
+    assert items
+    return [run_item(impl, item) for item in items]
+
+
+def failed(results):
+    return [r for r in results if r.outcome == "failed"]
+
+
+def diagnoses(results):
+    return {r.diagnosis for r in failed(results)}
+
+
+class ExtraParameter(nn.RNN):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.scale = nn.Parameter(torch.ones(()))
+
+
+def ignores_dtype(*args, dtype=None, device=None, **kwargs):
+    return nn.RNN(*args, **kwargs)
+
+
+def clamps_dropout(*args, dropout=0.0, **kwargs):
+    return nn.GRU(*args, dropout=min(max(dropout, 0.0), 1.0), **kwargs)
+
+
+class ZeroBiases(nn.LSTM):
+    def reset_parameters(self):
+        super().reset_parameters()
+        for name, value in self.named_parameters():
+            if name.startswith("bias"):
+                nn.init.zeros_(value)
+
+
+class BoundOneOverH(nn.GRUCell):
+    def reset_parameters(self):
+        for value in self.parameters():
+            nn.init.uniform_(value, -1 / self.hidden_size, 1 / self.hidden_size)
+
+
+class SqueezedState(nn.RNN):
+    def forward(self, input, hx=None):
+        output, h_n = super().forward(input, hx)
+        return output, h_n.squeeze(0)
+
+
+class LinearCell(nn.RNNCell):
+    def forward(self, input, hx=None):
+        hx = input.new_zeros(input.shape[:-1] + (self.hidden_size,)) if hx is None else hx
+        return F.linear(input, self.weight_ih, self.bias_ih) + F.linear(hx, self.weight_hh, self.bias_hh)
+
+
+class GatesIFOG(nn.LSTMCell):
+    def forward(self, input, hx=None):
+        h, c = hx if hx is not None else (input.new_zeros(input.shape[:-1] + (self.hidden_size,)),) * 2
+        gates = F.linear(input, self.weight_ih, self.bias_ih) + F.linear(h, self.weight_hh, self.bias_hh)
+        i, f, o, g = gates.chunk(4, dim=-1)  # torch's order is i, f, g, o
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        return torch.sigmoid(o) * torch.tanh(c), c
+
+
+class StuckRecurrentGradient(nn.GRU):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.weight_hh_l0.register_hook(torch.zeros_like)
+
+
+class IgnoresState(nn.LSTM):
+    def forward(self, input, hx=None):
+        return super().forward(input)
+
+
+class DropsOutputAlways(nn.GRU):
+    def forward(self, input, hx=None):
+        output, h_n = super().forward(input, hx)
+        return F.dropout(output, self.dropout, training=True), h_n
+
+
+class DropsOutputInTraining(nn.RNN):
+    def forward(self, input, hx=None):
+        output, h_n = super().forward(input, hx)
+        return F.dropout(output, self.dropout, training=self.training), h_n
+
+
+class TrimsFeatures(nn.RNN):
+    def forward(self, input, hx=None):
+        return super().forward(input[..., :self.input_size], hx)
+
+
+class ClearsInput(nn.GRUCell):
+    def forward(self, input, hx=None):
+        h = super().forward(input, hx)
+        input.zero_()
+        return h
+
+
+@pytest.mark.parametrize("constructor, kind, check, diagnosis", [
+    (ExtraParameter, "rnn", "parameters", "param_names"),
+    (ignores_dtype, "rnn", "dtype-device", None),
+    (clamps_dropout, "gru", "invalid-arguments", None),
+    (ZeroBiases, "lstm", "init", "init_wrong_distribution"),
+    (BoundOneOverH, "gru_cell", "init", "init_bound_1_over_h"),
+    (SqueezedState, "rnn", "shapes", "h_n_no_layer_dim"),
+    (LinearCell, "rnn_cell", "forward", "missing_nonlinearity"),
+    (GatesIFOG, "lstm_cell", "forward-float32", "lstm_gate_order"),
+    (StuckRecurrentGradient, "gru", "gradients", None),
+    (IgnoresState, "lstm", "state", "h0_ignored"),
+    (DropsOutputAlways, "gru", "dropout-eval", "dropout_in_eval"),
+    (DropsOutputInTraining, "rnn", "dropout-train", "dropout_after_last_layer"),
+    (TrimsFeatures, "rnn", "error-input-size", "silent_broadcast"),
+    (ClearsInput, "gru_cell", "inputs", "input_mutated"),
+], ids=lambda value: value if isinstance(value, str) else None)
+def test_each_category_can_fail(constructor, kind, check, diagnosis):
+    results = run(constructor, kind, check)
+    assert failed(results), listing(results)
+    assert all(r.outcome in ("passed", "failed") for r in results), listing(results)
+    if diagnosis:
+        assert diagnoses(results) == {diagnosis}, listing(results)
+
+
+def test_gradient_failure_names_the_parameter():
+    results = failed(run(StuckRecurrentGradient, "gru", "gradients"))
+    assert {r.numbers["parameter"] for r in results} == {"weight_hh_l0"}
+    assert all(r.message.startswith("the gradient w.r.t. weight_hh_l0 differs") for r in results)
+
+
+class ReverseReadsForwards(nn.RNN):
+    """One bidirectional layer whose reverse direction reads the sequence forwards: its half of
+    the output comes from running the module again on the time-flipped input."""
+
+    def forward(self, input, hx=None):
+        output, h_n = super().forward(input, hx)
+        if not self.bidirectional or self.num_layers > 1:
+            return output, h_n
+        time = 1 if self.batch_first and input.dim() == 3 else 0
+        flipped, flipped_h_n = super().forward(input.flip(time), hx)
+        half = self.hidden_size
+        return (torch.cat([output[..., :half], flipped.flip(time)[..., half:]], dim=-1),
+                torch.stack([h_n[0], flipped_h_n[1]]))
+
+
+def test_a_failure_says_where_it_diverges_and_why():
+    results = [r for r in failed(run(ReverseReadsForwards, "rnn", "forward"))
+               if r.case == "unbatched-bidirectional-batch-first"]
+    assert results
+    (result,) = results
+    assert result.diagnosis == "reverse_not_reversed"
+    case = next(c for c in CASES if c.name == result.case)
+    # the reverse direction first goes wrong at the first step it processes: the last one
+    assert result.numbers == {**result.numbers, "layer": 0, "direction": "reverse",
+                              "timestep": case.steps - 1}
+    assert result.numbers["max_abs"] > result.numbers["tol"]
+
+
+def test_features_declared_unsupported_are_not_supported_not_failed():
+    impl = Implementation("no-bidirectional", {"gru": nn.GRU},
+                          unsupported=frozenset({"bidirectional", "float64"}))
+    results = run_checks(impl, quick=True)
+    skipped = [r for r in results if r.outcome == "not_supported"]
+    assert not problems([r for r in results if r.outcome != "not_supported"])
+    assert any(r.case == "two-layer-bidirectional" for r in skipped)
+    assert any(r.check.startswith("forward/") and r.case == "single-layer" for r in skipped)
+    assert all("declares unsupported" in r.message for r in skipped)
+
+
+# --- isolation: nothing an implementation does takes the run down --------------------------------
+
+MISBEHAVING = textwrap.dedent("""
+    import os, signal, sys, time
+    import torch
+    from rnnbench.impls import Implementation
+
+    def in_one_gradient_check(base, act):
+        class Module(base):
+            def forward(self, input, hx=None):
+                # the float64 gradient check of cells' "batched" and sequences' "three-layer-square"
+                if (input.dtype == torch.float64 and input.requires_grad
+                        and tuple(input.shape) in ((4, 3), (4, 2, 5))):
+                    act()
+                return super().forward(input, hx)
+        return Module
+
+    class CrashesAlways(torch.nn.GRUCell):
+        def forward(self, input, hx=None):
+            if input.dim() == 2 and input.shape[0] == 4:
+                os.kill(os.getpid(), signal.SIGSEGV)
+            os._exit(5)
+
+    IMPLEMENTATION = Implementation("misbehaving", kinds={
+        "rnn_cell": in_one_gradient_check(torch.nn.RNNCell, lambda: sys.exit(3)),
+        "gru_cell": CrashesAlways,
+        "rnn": in_one_gradient_check(torch.nn.RNN, lambda: time.sleep(600)),
+    })
+""")
+
+
+def test_exit_crash_segfault_and_hang_become_errors_and_the_run_finishes(tmp_path, monkeypatch):
+    from rnnbench.suites import conform, isolation
+
+    monkeypatch.setattr(isolation, "CRASH_LIMIT", 2)
+    (tmp_path / "misbehaving.py").write_text(MISBEHAVING)
+    target = f"{tmp_path / 'misbehaving.py'}:IMPLEMENTATION"
+    doc = conform(target, quick=True, timeout_s=10)
+    results = doc["results"]
+    assert [r["check"] for r in results] == [item.id for item in plan(load(target), quick=True)]
+    errors = {(r["kind"], r["check"]): r["message"] for r in results if r["outcome"] == "error"}
+    # sys.exit is caught in the child; a hang is cut off and the kind goes on in a fresh child
+    assert "called sys.exit(3)" in errors.pop(("rnn_cell", "gradients/batched"))
+    assert "timed out after 10 s" in errors.pop(("rnn", "gradients/three-layer-square"))
+    # the gru_cell crashes on its first two forward calls, and is given up after them
+    assert "killed by SIGSEGV" in errors.pop(("gru_cell", "shapes/batched"))
+    assert "exited with status 5" in errors.pop(("gru_cell", "shapes/h0-omitted"))
+    assert errors and all(kind == "gru_cell" and "not run" in message
+                          for (kind, _), message in errors.items())
+    rest = [r for r in results if r["outcome"] != "error"]
+    assert rest and all(r["outcome"] == "passed" for r in rest)
+    assert doc["summary"]["error"] == len(errors) + 4
+
+
+# --- the command ----------------------------------------------------------------------------------
+
+def test_cli_writes_the_json_document_and_exits_0(tmp_path, capsys):
+    path = tmp_path / "out" / "native.json"
+    assert main(["conform", "native", "--quick", "--kind", "gru", "lstm_cell", "--json", str(path)]) == 0
+    doc = json.loads(path.read_text())
+    assert doc["schema"] == "rnnbench.conformance/1" and doc["target"] == "native"
+    assert doc["kinds"] == ["lstm_cell", "gru"]
+    assert set(doc["summary"]) == {"passed", "failed", "not_supported", "error"}
+    assert doc["summary"]["passed"] == len(doc["results"]) == len(plan(NATIVE, ["gru", "lstm_cell"], True))
+    assert doc["environment"]["torch"] == torch.__version__
+    for result in doc["results"]:
+        assert set(result) == {"check", "category", "kind", "case", "outcome", "message",
+                               "diagnosis", "numbers", "duration_s"}
+    out = capsys.readouterr().out
+    assert out.rstrip().splitlines()[-1].startswith("PASSED: native")
+
+
+def test_cli_reports_a_failure_with_its_diagnosis_and_exits_1(tmp_path, capsys):
+    (tmp_path / "mine.py").write_text(textwrap.dedent("""
+        import torch
+        from torch import nn
+        from torch.nn import functional as F
+
+        class MyCell(nn.RNNCell):
+            def forward(self, input, hx=None):
+                hx = input.new_zeros(input.shape[:-1] + (self.hidden_size,)) if hx is None else hx
+                return torch.tanh(F.linear(input, self.weight_ih, self.bias_ih)
+                                  + F.linear(hx, self.weight_hh.T, self.bias_hh))
+    """))
+    code = main(["conform", f"{tmp_path / 'mine.py'}:MyCell", "--kind", "rnn_cell", "--quick"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "FAILED forward/batched: h differs from the reference" in out
+    assert f"diagnosis: {DIAGNOSES['weight_transposed']} [weight_transposed]" in out
+    assert out.rstrip().splitlines()[-1].startswith("FAILED:")
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["conform", "no-such-impl"], "unknown implementation 'no-such-impl'"),
+    (["conform", "native", "--kind", "lstmcell"], "unknown kind 'lstmcell'"),
+    (["conform", "rnnbench/cli.py"], "name the object to load"),
+    (["conform", "native", "--timeout", "0"], "--timeout must be a positive number"),
+    (["conform", "native", "--device", "tpu"], "unknown device 'tpu'"),
+])
+def test_cli_usage_errors_are_one_line_and_exit_2(argv, words, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert words in err and len(err.splitlines()) == 1, err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_cli_cuda_without_cuda_is_a_usage_error(capsys):
+    assert main(["conform", "native", "--device", "cuda"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "CUDA is not available" in err and len(err.splitlines()) == 1
+
+
+def test_cli_json_path_that_cannot_be_written_is_a_usage_error(tmp_path, capsys):
+    (tmp_path / "file").write_text("")
+    assert main(["conform", "native", "--json", str(tmp_path / "file" / "out.json")]) == 2
+    assert "cannot write" in capsys.readouterr().err
+
+
+# --- pytest --pyargs rnnbench.suites --impl TARGET ------------------------------------------------
+
+def pytest_run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "--pyargs", "rnnbench.suites", *args],
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_pytest_entry_makes_each_check_a_test():
+    done = pytest_run("--impl", "eager", "--impl-kind", "gru_cell", "--impl-quick")
+    expected = len(plan(EAGER, ["gru_cell"], quick=True))
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert f"{expected} passed" in done.stdout
+
+
+def test_pytest_entry_without_impl_does_nothing():
+    done = pytest_run()
+    assert done.returncode == 0 and "1 skipped" in done.stdout, done.stdout[-2000:]

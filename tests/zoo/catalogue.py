@@ -1,0 +1,83 @@
+"""The zoo as data: what `rnnbench conform` must say about each implementation in tests/zoo.
+
+CORRECT rows name an Implementation covering every kind; each must pass every check.
+PLANTED rows name one bare class (run with `--kind`) carrying exactly one bug: each must fail,
+and where `diagnosis` is an id of rnnbench.suites.diagnoses, that id must be among the failed
+results' diagnoses (None: caught, but no named diagnosis is expected).
+"""
+from typing import NamedTuple
+
+
+class Correct(NamedTuple):
+    target: str
+    description: str
+
+
+class Planted(NamedTuple):
+    target: str
+    kind: str
+    diagnosis: str | None
+    description: str
+
+
+ZOO = "tests/zoo"
+
+CORRECT = [
+    Correct(f"{ZOO}/clean.py:IMPLEMENTATION", "the zoo's base: a plain torch loop, every kind and option"),
+    Correct(f"{ZOO}/float64_inside.py:IMPLEMENTATION", "computes in float64 internally, returns the caller's dtype"),
+    Correct(f"{ZOO}/fused.py:IMPLEMENTATION", "one fused [x, h] @ [W_ih, W_hh]^T per step, biases summed once"),
+    Correct(f"{ZOO}/layered.py:IMPLEMENTATION", "per-(layer, direction) parameter blocks under torch's state_dict names, premultiplied input, flipped reverse"),
+]
+
+PLANTED = [
+    # initial state, h_n, outputs, the unbatched path
+    Planted(f"{ZOO}/state_bugs.py:H0NoneCrashes", "rnn", "h0_none_unhandled", "hx=None is passed on as None: crashes"),
+    Planted(f"{ZOO}/state_bugs.py:H0NoneRandom", "gru", "h0_none_unhandled", "hx=None starts from randn instead of zeros"),
+    Planted(f"{ZOO}/state_bugs.py:H0Ignored", "lstm", "h0_ignored", "a given (h0, c0) is checked, then replaced by zeros"),
+    Planted(f"{ZOO}/state_bugs.py:HnSqueezed", "rnn", "h_n_no_layer_dim", "h_n.squeeze(0): no layer dimension for one layer"),
+    Planted(f"{ZOO}/state_bugs.py:HnDirectionMajor", "gru", "h_n_layout", "h_n stacked direction-major (all forward layers, then all reverse)"),
+    Planted(f"{ZOO}/state_bugs.py:HnIsCellState", "lstm", "output_h_n_mismatch", "returns (c_n, h_n) instead of (h_n, c_n)"),
+    Planted(f"{ZOO}/state_bugs.py:BroadcastsH0", "rnn", "silent_broadcast", "no h0 shape check: a broadcastable wrong h0 is accepted"),
+    Planted(f"{ZOO}/state_bugs.py:MutatesInput", "gru", "input_mutated", "zeroes the caller's input tensor after use"),
+    Planted(f"{ZOO}/state_bugs.py:UnbatchedAsBatch", "rnn", None, "unbatched (L, I) taken as one step of L sequences"),
+    # cell math
+    Planted(f"{ZOO}/math_bugs.py:TransposedWhh", "rnn", "weight_transposed", "h @ W_hh instead of h @ W_hh^T"),
+    Planted(f"{ZOO}/math_bugs.py:TransposedWeights", "rnn", "weight_transposed", "x @ W for every weight (crashes unless input_size == hidden_size)"),
+    Planted(f"{ZOO}/math_bugs.py:NoTanhCell", "rnn_cell", "missing_nonlinearity", "no nonlinearity: h' = W_ih x + b_ih + W_hh h + b_hh"),
+    Planted(f"{ZOO}/math_bugs.py:NonlinearitySwapped", "rnn", "wrong_nonlinearity", "relu when tanh is asked for and vice versa"),
+    Planted(f"{ZOO}/math_bugs.py:LSTMGatesIFOG", "lstm", "lstm_gate_order", "LSTM gates read as i, f, o, g"),
+    Planted(f"{ZOO}/math_bugs.py:LSTMCellGatesIGFO", "lstm_cell", "lstm_gate_order", "LSTM cell gates read as i, g, f, o"),
+    Planted(f"{ZOO}/math_bugs.py:GRUGatesZRN", "gru", "gru_gate_order", "GRU gates read as z, r, n"),
+    Planted(f"{ZOO}/math_bugs.py:GRUCho", "gru", "gru_cho_reset", "Cho-2014 candidate: W_hn (r * h) + b_hn"),
+    Planted(f"{ZOO}/math_bugs.py:GRUCellSwappedZ", "gru_cell", "gru_swapped_z", "h' = z * n + (1 - z) * h"),
+    Planted(f"{ZOO}/math_bugs.py:GRUCellResetOutsideBias", "gru_cell", None, "r scales W_hn h but not b_hn"),
+    Planted(f"{ZOO}/math_bugs.py:LSTMSingleBias", "lstm", "single_bias", "bias_hh registered but never used"),
+    Planted(f"{ZOO}/math_bugs.py:GRUBiasesIgnored", "gru", "bias_ignored", "both biases registered, neither used"),
+    Planted(f"{ZOO}/math_bugs.py:LSTMGatesSplitBySize", "lstm", None, "gates split in chunks of size 4, not 4 chunks (lucid 2.x)"),
+    # init
+    Planted(f"{ZOO}/init_bugs.py:InitBoundOneOverH", "rnn", "init_bound_1_over_h", "U(-1/H, 1/H)"),
+    Planted(f"{ZOO}/init_bugs.py:InitRandn", "lstm", "init_wrong_distribution", "every parameter from N(0, 1)"),
+    Planted(f"{ZOO}/init_bugs.py:InitZeroBiases", "gru", "init_wrong_distribution", "biases initialised to zero"),
+    Planted(f"{ZOO}/init_bugs.py:InitOrthogonalWhh", "rnn", "init_wrong_distribution", "orthogonal W_hh"),
+    Planted(f"{ZOO}/init_bugs.py:InitForgetBiasOne", "lstm_cell", "init_wrong_distribution", "forget-gate block of bias_ih set to 1 (unit forget bias)"),
+    Planted(f"{ZOO}/init_bugs.py:InitProjectionBound", "lstm", "init_wrong_distribution", "weight_hr from U(+-1/sqrt(proj_size))"),
+    # time order, directions, batch_first, the layer stack
+    Planted(f"{ZOO}/order_bugs.py:TimeReversed", "rnn", "time_reversed", "every direction scans from the last step"),
+    Planted(f"{ZOO}/order_bugs.py:ReverseNotReversed", "gru", "reverse_not_reversed", "the reverse direction scans forward in time"),
+    Planted(f"{ZOO}/order_bugs.py:ReverseHnWrongEnd", "lstm", "reverse_h_n_wrong_end", "reverse h_n taken from output[-1]"),
+    Planted(f"{ZOO}/order_bugs.py:ReverseOutputsNotRealigned", "rnn", None, "reverse outputs left in processing order (h_n right)"),
+    Planted(f"{ZOO}/order_bugs.py:BatchFirstIgnored", "lstm", "batch_first_ignored", "batch_first accepted, input read as time-major"),
+    Planted(f"{ZOO}/order_bugs.py:UpperLayersReadInput", "rnn", "layer_input_wrong", "every layer reads the raw input (crashes unless I == D * H)"),
+    # dropout
+    Planted(f"{ZOO}/dropout_bugs.py:DropoutInEval", "rnn", "dropout_in_eval", "inter-layer dropout also in eval mode"),
+    Planted(f"{ZOO}/dropout_bugs.py:DropoutAfterLastLayer", "gru", "dropout_after_last_layer", "dropout on the top layer's output too"),
+    Planted(f"{ZOO}/dropout_bugs.py:DropoutNotRescaled", "lstm", "dropout_wrong_scale", "mask without the 1/(1-p) rescale"),
+    Planted(f"{ZOO}/dropout_bugs.py:DropoutRateAsKeep", "rnn", "dropout_wrong_scale", "p used as the keep probability"),
+    # construction contract
+    Planted(f"{ZOO}/contract_bugs.py:OneBasedNames", "rnn", "param_names", "1-based layer names (weight_ih_l1 first, as R torch)"),
+    Planted(f"{ZOO}/contract_bugs.py:RowVectorBiases", "gru", "param_shapes", "biases stored as (1, 3H) rows"),
+    Planted(f"{ZOO}/contract_bugs.py:BiasHHMissing", "rnn", "single_bias", "no bias_hh at all: one bias per layer"),
+    Planted(f"{ZOO}/contract_bugs.py:BiasFlagIgnored", "lstm", "param_names", "bias=False still creates and uses biases"),
+    Planted(f"{ZOO}/contract_bugs.py:DtypeIgnored", "rnn", None, "dtype= ignored: parameters always float32"),
+    Planted(f"{ZOO}/contract_bugs.py:InvalidArgumentsAccepted", "gru", None, "no argument validation (hidden_size=0, dropout=1.5 accepted)"),
+]

@@ -1,0 +1,27 @@
+"""Planted bugs in inter-layer dropout: each overrides `drop` or `final_output`."""
+import torch
+from torch.nn import functional as F
+
+from _base import GRU, LSTM, RNN
+
+
+class DropoutInEval(RNN):
+    def drop(self, x):
+        return F.dropout(x, self.dropout, training=True)
+
+
+class DropoutAfterLastLayer(GRU):
+    def final_output(self, output):
+        return self.drop(output)
+
+
+class DropoutNotRescaled(LSTM):
+    def drop(self, x):
+        if not self.training:
+            return x
+        return x * torch.bernoulli(torch.full_like(x, 1.0 - self.dropout))
+
+
+class DropoutRateAsKeep(RNN):
+    def drop(self, x):
+        return F.dropout(x, 1.0 - self.dropout, self.training)

@@ -1,0 +1,70 @@
+"""Planted bugs in the cell math: each overrides one hook of one family."""
+import torch
+
+from _base import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
+
+
+class TransposedWhh(RNN):
+    def hidden_part(self, h, w):
+        return self.linear(h, w["weight_hh"].T, w.get("bias_hh"))
+
+
+class TransposedWeights(RNN):
+    def linear(self, x, weight, bias):
+        return x @ weight if bias is None else x @ weight + bias  # runs only when I == H
+
+
+class NoTanhCell(RNNCell):
+    def activation(self, z):
+        return z
+
+
+class NonlinearitySwapped(RNN):
+    def activation(self, z):
+        return torch.relu(z) if self.nonlinearity == "tanh" else torch.tanh(z)
+
+
+class LSTMGatesIFOG(LSTM):
+    gate_order = ("i", "f", "o", "g")
+
+
+class LSTMCellGatesIGFO(LSTMCell):
+    gate_order = ("i", "g", "f", "o")
+
+
+class GRUGatesZRN(GRU):
+    gate_order = ("z", "r", "n")
+
+
+class GRUCho(GRU):
+    def candidate(self, x_n, h_n, r, h, w):
+        rows = slice(2 * self.hidden_size, 3 * self.hidden_size)
+        bias = w["bias_hh"][rows] if "bias_hh" in w else None
+        return torch.tanh(x_n + self.linear(r * h, w["weight_hh"][rows], bias))
+
+
+class GRUCellSwappedZ(GRUCell):
+    def blend(self, z, n, h):
+        return z * n + (1 - z) * h
+
+
+class GRUCellResetOutsideBias(GRUCell):
+    def candidate(self, x_n, h_n, r, h, w):
+        b_hn = w["bias_hh"][2 * self.hidden_size:] if "bias_hh" in w else 0
+        return torch.tanh(x_n + r * (h_n - b_hn) + b_hn)  # r scales W_hn h but not b_hn
+
+
+class LSTMSingleBias(LSTM):
+    def hidden_part(self, h, w):
+        return self.linear(h, w["weight_hh"], None)  # bias_hh registered but never used
+
+
+class GRUBiasesIgnored(GRU):
+    def linear(self, x, weight, bias):
+        return x @ weight.T
+
+
+class LSTMGatesSplitBySize(LSTM):
+    def split(self, gates):
+        # lucid 2.x: chunks of size 4 instead of 4 chunks (right only when hidden_size == 4)
+        return dict(zip(self.gate_order, gates.split(len(self.gate_order), dim=-1)))

@@ -1,0 +1,55 @@
+"""Planted bugs in the initial state, h_n and the unbatched path: each overrides one hook."""
+import torch
+
+from _base import GRU, LSTM, RNN
+
+
+class H0NoneCrashes(RNN):
+    def zero_state(self, shapes, like):
+        return (None,) * len(shapes)  # assumes callers always pass hx: None reaches the loop
+
+
+class H0NoneRandom(GRU):
+    def zero_state(self, shapes, like):
+        return tuple(torch.randn(shape, dtype=like.dtype) for shape in shapes)
+
+
+class H0Ignored(LSTM):
+    def initial_state(self, hx, x, batched):
+        return tuple(torch.zeros_like(s) for s in super().initial_state(hx, x, batched))
+
+
+class HnSqueezed(RNN):
+    def package(self, output, finals, batched):
+        output, h_n = super().package(output, finals, batched)
+        return output, h_n.squeeze(0)  # drops the layer dimension of a one-layer module
+
+
+class HnDirectionMajor(GRU):
+    def stack_finals(self, finals):
+        # all forward layers first, then all reverse ones (torch.nn interleaves them per layer)
+        d = self.num_directions
+        return super().stack_finals([f for first in range(d) for f in finals[first::d]])
+
+
+class HnIsCellState(LSTM):
+    def package(self, output, finals, batched):
+        output, (h_n, c_n) = super().package(output, finals, batched)
+        return output, (c_n, h_n)
+
+
+class BroadcastsH0(RNN):
+    def check_state(self, state, shape):
+        pass  # any state that broadcasts is accepted
+
+
+class MutatesInput(GRU):
+    def forward(self, input, hx=None):
+        result = super().forward(input, hx)
+        input.detach().zero_()  # "frees" the input after use: the caller's tensor is overwritten
+        return result
+
+
+class UnbatchedAsBatch(RNN):
+    def add_batch(self, sequence):
+        return sequence.unsqueeze(0)  # (L, I) taken as one step of L sequences

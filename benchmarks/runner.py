@@ -22,10 +22,8 @@ from rnnbench.benchmarks.workloads import BACKWARD_METRICS, Workload
 from rnnbench.environment import capture
 from rnnbench.impls.base import Implementation
 from rnnbench.impls.registry import one_line
+from rnnbench.results import BASELINE, BENCH_SCHEMA
 
-SCHEMA = "rnnbench.bench/1"
-STATUSES = ("ok", "unavailable", "not_supported", "failed")
-BASELINE = "native"
 MAX_WARNINGS = 3
 
 CONVENTIONS = {
@@ -68,7 +66,7 @@ def run_benchmarks(impls: Iterable[Implementation], workloads: Iterable[Workload
     threads = threads or torch.get_num_threads()
     peaks: dict[tuple[str, int], dict] = {}
     doc = {
-        "schema": SCHEMA,
+        "schema": BENCH_SCHEMA,
         "environment": capture(),
         "device": device,
         "threads": threads,
@@ -237,10 +235,7 @@ def availability(impl: Implementation, workload: Workload, device: str) -> tuple
     `device` at all; None when it can be built (metrics may still need missing features)."""
     if torch.device(device).type == "cuda" and not torch.cuda.is_available():
         return "unavailable", "no CUDA device here"
-    try:
-        reason = impl.unavailable_reason()
-    except Exception as exc:
-        reason = f"availability check failed: {one_line(exc)}"
+    reason = impl.unavailable_reason()
     if reason:
         return "unavailable", reason
     if workload.kind not in impl.kinds:

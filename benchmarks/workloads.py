@@ -19,7 +19,6 @@ forward's matmuls), so metrics with a backward count three forwards.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from rnnbench.errors import UsageError
 from rnnbench.impls.base import DEVICE_FEATURES as DEVICES
 from rnnbench.impls.base import DTYPE_FEATURES as DTYPES
 from rnnbench.reference import KINDS, Config, ConfigError, forward_flops, io_shapes
+from rnnbench.results import read_json
 
 PRESET_DIR = Path(__file__).parent / "presets"
 METRICS = ("forward", "forward_backward", "train_step")
@@ -191,14 +191,7 @@ def load_workloads(preset: str | None = None, path: str | None = None) -> list[W
 
 
 def _read_file(path: Path) -> list[Workload]:
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such workload file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: cannot read: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    data = read_json(path, what="workload file")
     if not isinstance(data, dict) or not isinstance(data.get("workloads"), list) or not data["workloads"]:
         raise UsageError(f"{path}: expected an object with a non-empty 'workloads' list")
     defaults = data.get("defaults", {})

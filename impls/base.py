@@ -76,7 +76,14 @@ class Implementation:
             raise KeyError(f"{self.name} provides no {kind!r} (it provides {', '.join(self.kinds)})") from None
 
     def unavailable_reason(self) -> str | None:
-        return self.availability()
+        """None when this implementation can run here, else why not. An availability check that
+        raises makes that the reason: finding out must never crash the harness."""
+        from rnnbench.impls.registry import IMPORT_FAILURES, one_line  # registry imports this module
+
+        try:
+            return self.availability()
+        except IMPORT_FAILURES as exc:
+            return f"availability check failed: {one_line(exc)}"
 
     def missing_features(self, cfg, **how) -> list[str]:
         """The features `cfg` run this way (see `required_features`) needs that are unsupported."""

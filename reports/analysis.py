@@ -8,9 +8,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from rnnbench.reports.model import OUTCOMES, Check, Timing
+from rnnbench.reports.model import Check, Timing
+from rnnbench.results import BASELINE, OUTCOMES
 
-BASELINE = "native"    # the implementation every speed-up is relative to
 # Size axes a scaling curve can vary, with their axis titles; the other sizes stay fixed.
 SCALING_AXES = {"steps": "sequence length", "batch": "batch size", "hidden_size": "hidden size"}
 MIN_SERIES_POINTS = 3

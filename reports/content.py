@@ -9,8 +9,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from rnnbench.reports import analysis
-from rnnbench.reports.model import OUTCOMES, SIZE_FIELDS, Check, Results, Timing
+from rnnbench.reports.model import SIZE_FIELDS, Check, Results, Timing
 from rnnbench.reports.units import binary_bytes, seconds
+from rnnbench.results import BASELINE, OUTCOMES
 
 _OUTCOME_TITLES = {"passed": "passed", "failed": "failed", "not_supported": "not supported",
                    "error": "error"}
@@ -146,19 +147,19 @@ def _performance(results: Results) -> Section:
     # Where columns would repeat one value on every row they are left out.
     varying = {"machine": len({t.source.machine for t in timings}) > 1,
                "from": len({t.source.format for t in timings}) > 1}
-    blocks: list = [f"Speed-up is {analysis.BASELINE}'s median time divided by the "
+    blocks: list = [f"Speed-up is {BASELINE}'s median time divided by the "
                     "implementation's, in the same run (> 1 is faster). IQR is the spread of "
                     "the repeats; % of peak is against the machine's measured GEMM peak. "
                     "Memory: rnnbench bench measures the growth during one call, asv the peak "
                     "memory of the whole benchmark process.",
                     PlotRef("speedup"), PlotRef("devices"), PlotRef("scaling")]
     headers = (["implementation"] + [name for name, shown in varying.items() if shown]
-               + ["device", "dtype", "metric", "median", "IQR", f"vs {analysis.BASELINE}",
+               + ["device", "dtype", "metric", "median", "IQR", f"vs {BASELINE}",
                   "GFLOP/s", "% of peak", "first call", "memory", "status"])
     for workload in dict.fromkeys(t.workload for t in timings):
         rows = [t for t in timings if t.workload == workload]
         rows.sort(key=lambda t: (t.source.machine, t.source.format, t.device, t.dtype, t.metric,
-                                 t.impl != analysis.BASELINE, t.impl))
+                                 t.impl != BASELINE, t.impl))
         blocks.append(Table(f"Workload {workload}", headers,
                             [_timing_row(t, speedups, varying) for t in rows],
                             _workload_note(rows)))

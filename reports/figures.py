@@ -18,6 +18,7 @@ from matplotlib.figure import Figure
 from rnnbench.reports import analysis
 from rnnbench.reports.model import Results, Timing
 from rnnbench.reports.units import seconds
+from rnnbench.results import BASELINE
 
 DPI = 100
 WIDTH_IN = 11.0           # the HTML shows figures at most this wide (CSS max-width: 100%)
@@ -86,7 +87,7 @@ def speedup_chart(timings: list[Timing]) -> Plot | None:
     """
     table = analysis.speedups(timings)
     rows = [(t, table[(analysis.comparison_group(t), t.impl)]) for t in timings
-            if (analysis.comparison_group(t), t.impl) in table and t.impl != analysis.BASELINE]
+            if (analysis.comparison_group(t), t.impl) in table and t.impl != BASELINE]
     if not rows:
         return None
     metrics = list(dict.fromkeys(t.metric for t, _ in rows))
@@ -118,10 +119,10 @@ def speedup_chart(timings: list[Timing]) -> Plot | None:
         ax.set_xlim(-0.6, len(workloads) - 0.4)
         ax.set_xticks(range(len(workloads)), workloads, rotation=25, ha="right", fontsize=8)
         ax.set_title(f"{metric} on {device or 'unknown device'}", fontsize=10)
-        ax.set_ylabel(f"speed-up over {analysis.BASELINE}")
+        ax.set_ylabel(f"speed-up over {BASELINE}")
         ax.legend(fontsize=7)
     return Plot("speedup",
-                f"Speed-up over {analysis.BASELINE} per workload (> 1 is faster; log scale)",
+                f"Speed-up over {BASELINE} per workload (> 1 is faster; log scale)",
                 _png(fig))
 
 

@@ -20,12 +20,10 @@ import os
 from pathlib import Path
 
 from rnnbench.errors import UsageError
-from rnnbench.reports.model import (NUMBER_FIELDS, OUTCOMES, SIZE_FIELDS, STATUSES, Check,
-                                    Results, Source, Timing, Unplaced)
-from rnnbench.results import read_json
+from rnnbench.reports.model import (NUMBER_FIELDS, SIZE_FIELDS, Check, Results, Source, Timing,
+                                    Unplaced)
+from rnnbench.results import BENCH_SCHEMA, CONFORMANCE_SCHEMA, OUTCOMES, STATUSES, read_json
 
-CONFORMANCE_SCHEMA = "rnnbench.conformance/1"
-BENCH_SCHEMA = "rnnbench.bench/1"
 ASV_RESULTS_VERSION = 2          # asv 0.6's results file format
 ASV_METADATA_FILES = ("machine.json", "benchmarks.json")
 # asv benchmark type -> the Timing number its value is (track_ benchmarks: see _ASV_TRACKED).

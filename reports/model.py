@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-OUTCOMES = ("passed", "failed", "not_supported", "error")
-STATUSES = ("ok", "unavailable", "not_supported", "failed")
 # Sizes a timing may carry; the scaling curves vary one of them with the others fixed.
 SIZE_FIELDS = ("steps", "batch", "input_size", "hidden_size", "num_layers")
 # Numbers a timing may carry, in the units the bench schema uses.

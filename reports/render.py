@@ -13,7 +13,6 @@ import datetime
 import html
 import os
 import re
-import tempfile
 from pathlib import Path
 
 from tabulate import tabulate
@@ -24,6 +23,7 @@ from rnnbench.reports.content import PlotRef, Section, Table, build_sections, ch
 from rnnbench.reports.figures import PLOT_NAMES, Plot, all_plots
 from rnnbench.reports.load import load_inputs
 from rnnbench.reports.model import Results
+from rnnbench.results import write_atomic
 
 TITLE = "rnnbench report"
 FIGURE_DIR = "figures"
@@ -66,11 +66,11 @@ def render_report(inputs, out_dir: str | os.PathLike) -> dict[str, Path]:
         for name in PLOT_NAMES:     # a plot this data does not support must not linger
             (out / FIGURE_DIR / f"{name}.png").unlink(missing_ok=True)
         for plot in plots.values():
-            written[plot.name] = _write(out / FIGURE_DIR / f"{plot.name}.png", plot.png)
+            written[plot.name] = write_atomic(out / FIGURE_DIR / f"{plot.name}.png", plot.png)
         subtitle = _subtitle()
-        written["report.md"] = _write(out / "report.md",
+        written["report.md"] = write_atomic(out / "report.md",
                                       render_markdown(sections, plots, subtitle).encode())
-        written["index.html"] = _write(out / "index.html",
+        written["index.html"] = write_atomic(out / "index.html",
                                        render_html(sections, plots, subtitle).encode())
     except OSError as exc:
         raise UsageError(f"cannot write the report to {out}: {exc.strerror or exc}") from None
@@ -153,23 +153,3 @@ def _html_cell(text: str) -> str:
 def _subtitle() -> str:
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return f"Generated {now} by rnnbench {rnnbench.__version__}."
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _write(path: Path, data: bytes) -> Path:
-    """Write atomically, so a reader never sees half a report."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())     # mkstemp makes 0600; a report is for sharing
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    return path

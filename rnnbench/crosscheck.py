@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from tabulate import tabulate
 
+from rnnbench.impls.native import IMPLEMENTATION as NATIVE
 from rnnbench.reference import (
     KINDS, Config, backward, flatten_outputs, forward, init_spec, io_shapes, nest_outputs,
     nest_state, output_names, param_shapes, state_grad_names, state_names,
@@ -32,10 +33,8 @@ from rnnbench.reference import (
 # in summation order, so anything above this is a bug, not rounding.
 MAX_ABS_ERROR = 1e-10
 
-TORCH_MODULES = {
-    "rnn_cell": torch.nn.RNNCell, "lstm_cell": torch.nn.LSTMCell, "gru_cell": torch.nn.GRUCell,
-    "rnn": torch.nn.RNN, "lstm": torch.nn.LSTM, "gru": torch.nn.GRU,
-}
+# kind -> torch.nn's module: the "native" implementation is torch.nn itself.
+TORCH_MODULES = dict(NATIVE.kinds)
 
 
 @dataclass(frozen=True)

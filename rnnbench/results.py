@@ -1,4 +1,8 @@
-"""Reading and writing results files: atomic writes, schema-checked reads."""
+"""Results files: their vocabulary, atomic writes, schema-checked reads.
+
+The words the results documents share live here, so the code that writes a document and the code
+that reads it (the report, `rnnbench compare`) cannot drift apart.
+"""
 from __future__ import annotations
 
 import json
@@ -8,9 +12,24 @@ from pathlib import Path
 
 from rnnbench.errors import UsageError
 
+CONFORMANCE_SCHEMA = "rnnbench.conformance/1"
+BENCH_SCHEMA = "rnnbench.bench/1"
+# A conformance check's outcome, and a benchmark result's status, in the order tables show them.
+OUTCOMES = ("passed", "failed", "not_supported", "error")
+STATUSES = ("ok", "unavailable", "not_supported", "failed")
+# The implementation every speed-up is relative to (the bench document's "vs_native").
+BASELINE = "native"
+
 
 def write_json(path: str | os.PathLike, data: dict) -> None:
     """Write `data` as JSON atomically: readers see the old file or the new one, never half."""
+    text = json.dumps(data, indent=1, default=_jsonable) + "\n"
+    write_atomic(path, text.encode())
+
+
+def write_atomic(path: str | os.PathLike, data: bytes) -> Path:
+    """Write `data` to `path` atomically, making its folder if needed; UsageError (one line) when
+    the place cannot be written."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -18,23 +37,31 @@ def write_json(path: str | os.PathLike, data: dict) -> None:
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
     try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1, default=_jsonable)
-            f.write("\n")
-        os.chmod(tmp, 0o644)  # mkstemp makes the file private; results are meant to be shared
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes the file private; results are for sharing
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
         raise
+    return path
 
 
-def read_json(path: str | os.PathLike, schemas: tuple[str, ...] | None = None) -> dict:
-    """Read a results file, checking its "schema" field when `schemas` is given."""
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def read_json(path: str | os.PathLike, schemas: tuple[str, ...] | None = None,
+              what: str = "file") -> dict:
+    """Read a results file, checking its "schema" field when `schemas` is given. Every way it
+    can fail is a one-line UsageError; `what` names the file in "no such <what>"."""
     path = Path(path)
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
-        raise UsageError(f"{path}: no such file") from None
+        raise UsageError(f"{path}: no such {what}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: cannot read: {exc}") from None
     except json.JSONDecodeError as exc:

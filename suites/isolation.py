@@ -21,10 +21,10 @@ import time
 from collections.abc import Callable
 
 from rnnbench.errors import UsageError
+from rnnbench.results import CONFORMANCE_SCHEMA
 from rnnbench.suites.results import CheckResult
 from rnnbench.suites.runner import check_kinds, device_type, summarize
 
-SCHEMA = "rnnbench.conformance/1"
 DEFAULT_TIMEOUT_S = 60.0
 LOAD_TIMEOUT_S = 180.0  # importing torch and the target in a fresh process
 CRASH_LIMIT = 3
@@ -47,7 +47,7 @@ def conform(target: str, kinds=None, device: str = "cpu", quick: bool = False, s
     except KeyboardInterrupt:
         run.interrupted = True
     return {
-        "schema": SCHEMA, "target": target, "implementation": run.implementation,
+        "schema": CONFORMANCE_SCHEMA, "target": target, "implementation": run.implementation,
         "kinds": list(dict.fromkeys(item["kind"] for item in run.items)),
         "device": device, "quick": quick, "seed": seed, "interrupted": run.interrupted,
         "duration_s": time.perf_counter() - started, "environment": run.environment,

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 
-OUTCOMES = ("passed", "failed", "not_supported", "error")
-
 
 @dataclass
 class CheckResult:

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 from rnnbench.errors import UsageError
 from rnnbench.impls.base import Implementation
-from rnnbench.impls.registry import one_line
-from rnnbench.impls.registry import KINDS
+from rnnbench.impls.registry import KINDS, one_line
+from rnnbench.results import OUTCOMES
 from rnnbench.suites.cases import Case
 from rnnbench.suites.checks import CHECKS, Check
-from rnnbench.suites.results import OUTCOMES, CheckResult, Finding, NotSupported
+from rnnbench.suites.results import CheckResult, Finding, NotSupported
 from rnnbench.suites.subject import Subject
 
 

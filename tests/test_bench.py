@@ -6,7 +6,7 @@ from torch import nn
 
 from rnnbench import cli
 from rnnbench.benchmarks import runner
-from rnnbench.benchmarks.runner import SCHEMA, STATUSES, run_benchmarks, skip_reason
+from rnnbench.benchmarks.runner import run_benchmarks, skip_reason
 from rnnbench.benchmarks.timing import (RepeatPolicy, measure_interleaved, peak_memory_bytes,
                                         summarize)
 from rnnbench.benchmarks.workloads import (METRICS, Workload, load_workloads, preset_names,
@@ -14,7 +14,7 @@ from rnnbench.benchmarks.workloads import (METRICS, Workload, load_workloads, pr
 from rnnbench.errors import UsageError
 from rnnbench.impls.base import Implementation
 from rnnbench.reference import Config
-from rnnbench.results import read_json, write_json
+from rnnbench.results import BENCH_SCHEMA, STATUSES, read_json, write_json
 
 TINY = {"name": "tiny-rnn", "config": {"kind": "rnn", "input_size": 3, "hidden_size": 4},
         "batch": 2, "steps": 3, "budget_s": 0.01, "min_repeats": 3}
@@ -307,14 +307,14 @@ def test_implementations_are_interleaved_while_timed():
 def test_the_document_follows_the_schema_and_survives_json(tmp_path):
     doc = run_benchmarks([impl("native"), impl("away", availability=lambda: "no")], [tiny()],
                          threads=1)
-    assert doc["schema"] == SCHEMA and doc["peak_gflops"] == FAKE_PEAK["gflops"]
+    assert doc["schema"] == BENCH_SCHEMA and doc["peak_gflops"] == FAKE_PEAK["gflops"]
     assert {"torch", "cpu", "threads", "cuda", "gpu"} <= set(doc["environment"])
     assert doc["workloads"] == [tiny().to_dict()]
     for r in doc["results"]:
         assert RESULT_FIELDS <= set(r)
         assert r["threads"] == 1 and r["metric"] in METRICS
     write_json(tmp_path / "b.json", doc)
-    assert read_json(tmp_path / "b.json", (SCHEMA,))["results"] == json.loads(json.dumps(doc["results"]))
+    assert read_json(tmp_path / "b.json", (BENCH_SCHEMA,))["results"] == json.loads(json.dumps(doc["results"]))
 
 
 def test_workload_threads_are_pinned_and_recorded():
@@ -376,7 +376,7 @@ def test_bench_exits_0_and_writes_the_document(workload_file, tmp_path, capsys):
     code = cli.main(["bench", "--impl", "eager", "--workload", workload_file, "--threads", "1",
                      "--json", str(out)])
     assert code == 0
-    doc = read_json(out, (SCHEMA,))
+    doc = read_json(out, (BENCH_SCHEMA,))
     assert {r["impl"] for r in doc["results"]} == {"native", "eager"}  # native joins as baseline
     table = capsys.readouterr().out
     assert "tiny-rnn" in table and "vs native" in table and "GFLOP/s" in table
@@ -389,7 +389,7 @@ def test_bench_exits_1_when_an_implementation_fails_and_keeps_the_others(workloa
     code = cli.main(["bench", "--impl", f"native,{target}:BROKEN", "--workload", workload_file,
                      "--threads", "1", "--json", str(out)])
     assert code == 1
-    doc = read_json(out, (SCHEMA,))
+    doc = read_json(out, (BENCH_SCHEMA,))
     assert {r["status"] for r in doc["results"] if r["impl"] == "broken"} == {"failed"}
     assert {r["status"] for r in doc["results"] if r["impl"] == "native"} == {"ok"}
 

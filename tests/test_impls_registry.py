@@ -55,6 +55,14 @@ def test_native_is_torch_nn():
     assert load("native").constructor("lstm") is torch.nn.LSTM
 
 
+def test_an_availability_check_that_raises_is_the_reason_not_a_crash():
+    def probe():
+        raise OSError("no driver")
+
+    reason = Implementation(name="probe", kinds={"rnn": torch.nn.RNN}, availability=probe).unavailable_reason()
+    assert "OSError" in reason and "no driver" in reason
+
+
 @pytest.mark.parametrize("name", BUILTINS)
 def test_load_by_name_and_by_module_attr_agree(name):
     assert load(name) is registered()[name]

@@ -14,11 +14,12 @@ import sys
 
 from tabulate import tabulate
 
-from rnnbench.benchmarks.runner import BASELINE, STATUSES, run_benchmarks
 from rnnbench.benchmarks.workloads import load_workloads, preset_names
 from rnnbench.errors import UsageError
+from rnnbench.progress import StepCounter
 from rnnbench.reference import KINDS
-from rnnbench.results import write_json
+from rnnbench.reports import units
+from rnnbench.results import BASELINE, STATUSES, write_json
 
 DEFAULT_PRESET = "quick"
 WORKLOAD_KINDS = KINDS + ("implicit",)
@@ -48,6 +49,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     import torch
 
+    from rnnbench.benchmarks.runner import run_benchmarks
     from rnnbench.impls import load, registered
 
     if args.device not in ("cpu", "cuda"):
@@ -82,36 +84,16 @@ def run(args) -> int:
         if args.json:
             write_json(args.json, doc)
 
+    progress = StepCounter(sys.stderr, log_prefix="bench")
     doc = run_benchmarks(impls, workloads, args.device, threads=args.threads, budget_s=args.budget,
-                         progress=ProgressBar(sys.stderr), checkpoint=checkpoint)
+                         progress=progress, checkpoint=checkpoint)
+    progress.close()
     checkpoint(doc)
     print(render(doc))
     counts = {status: sum(r["status"] == status for r in doc["results"]) for status in STATUSES}
     summary = ", ".join(f"{n} {status}" for status, n in counts.items())
     print(f"\n{summary}" + (f"; results written to {args.json}" if args.json else ""))
     return 1 if counts["failed"] else 0
-
-
-class ProgressBar:
-    """Progress on a stream: a redrawn bar on a terminal, one line per step in a log."""
-
-    WIDTH = 30
-
-    def __init__(self, stream):
-        self.stream = stream
-        self.tty = stream.isatty()
-        self.last_label = None
-
-    def __call__(self, done: int, total: int, label: str) -> None:
-        if self.tty:
-            filled = self.WIDTH * done // max(total, 1)
-            bar = "#" * filled + "." * (self.WIDTH - filled)
-            end = "\n" if done >= total else ""
-            self.stream.write(f"\r[{bar}] {done}/{total} {label[:40]:<40}{end}")
-        elif label != self.last_label:
-            self.stream.write(f"bench: {done}/{total} {label}\n")
-        self.last_label = label
-        self.stream.flush()
 
 
 def render(doc: dict) -> str:
@@ -144,12 +126,7 @@ def render(doc: dict) -> str:
 
 
 def _seconds(value: float | None) -> str:
-    if value is None:
-        return "-"
-    for scale, unit in ((1, "s"), (1e-3, "ms"), (1e-6, "us")):
-        if value >= scale:
-            return f"{value / scale:.3g} {unit}"
-    return f"{value / 1e-9:.3g} ns"
+    return units.seconds(value) or "-"
 
 
 def _iqr(result: dict) -> str:

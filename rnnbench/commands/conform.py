@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from rnnbench.errors import UsageError
+from rnnbench.progress import KindTally
 
 
 def add_arguments(parser) -> None:
@@ -36,7 +37,7 @@ def run(args) -> int:
         _check_writable(Path(args.json))
     if args.timeout is not None and not args.timeout > 0:
         raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
-    progress = Progress(sys.stderr)
+    progress = KindTally(sys.stderr)
     doc = conform(args.target, kinds=args.kind, device=args.device, quick=args.quick,
                   seed=args.seed, timeout_s=args.timeout or DEFAULT_TIMEOUT_S, progress=progress)
     progress.close()
@@ -47,35 +48,6 @@ def run(args) -> int:
         raise KeyboardInterrupt
     counts = doc["summary"]
     return 1 if counts["failed"] or counts["error"] else 0
-
-
-class Progress:
-    """A live counter on a terminal; elsewhere one line per finished kind."""
-
-    def __init__(self, stream):
-        self.stream, self.live = stream, stream.isatty()
-        self.kind, self.counts = None, {}
-
-    def __call__(self, result, done: int, total: int) -> None:
-        if result.kind != self.kind:
-            self.flush_kind()
-            self.kind, self.counts = result.kind, {}
-        self.counts[result.outcome] = self.counts.get(result.outcome, 0) + 1
-        if self.live:
-            self.stream.write(f"\r\033[K[{done}/{total}] {result.kind} {result.check}")
-            self.stream.flush()
-
-    def flush_kind(self) -> None:
-        if self.kind is None:
-            return
-        tally = ", ".join(f"{n} {o.replace('_', ' ')}" for o, n in sorted(self.counts.items()))
-        prefix = "\r\033[K" if self.live else ""
-        self.stream.write(f"{prefix}{self.kind}: {tally}\n")
-        self.stream.flush()
-
-    def close(self) -> None:
-        self.flush_kind()
-        self.kind = None
 
 
 def _check_writable(path: Path) -> None:

@@ -6,7 +6,6 @@ import json
 from tabulate import tabulate
 
 from rnnbench.impls import registered
-from rnnbench.impls.registry import IMPORT_FAILURES, one_line
 
 
 def add_arguments(parser) -> None:
@@ -27,10 +26,7 @@ def run(args) -> int:
 
 
 def describe(impl) -> dict:
-    """One implementation as plain data; a failing availability check is reported, not raised."""
-    try:
-        reason = impl.unavailable_reason()
-    except IMPORT_FAILURES as exc:
-        reason = f"availability check failed: {one_line(exc)}"
+    """One implementation as plain data."""
+    reason = impl.unavailable_reason()
     return {"name": impl.name, "kinds": list(impl.kinds), "unsupported": sorted(impl.unsupported),
             "available": reason is None, "reason": reason, "description": impl.description}

@@ -17,8 +17,8 @@ from pathlib import Path
 from tabulate import tabulate
 
 from rnnbench.errors import UsageError
-from rnnbench.reports.load import CONFORMANCE_SCHEMA
-from rnnbench.results import write_json
+from rnnbench.progress import StepCounter, tally
+from rnnbench.results import BASELINE, CONFORMANCE_SCHEMA, OUTCOMES, write_json
 
 DEFAULT_OUT = Path("reports") / "latest"     # git-ignored
 PRESET = "quick"
@@ -40,9 +40,11 @@ def run(args) -> int:
     builtins = {name: impls[name] for name in BUILTINS}
     skipped = {name: reason for name, impl in builtins.items()
                if (reason := impl.unavailable_reason())}
-    files = [_conformance_stage(name, out, args.quick_conformance)
+    # A live counter on a terminal; logs (CI) get the stage lines only.
+    progress = StepCounter(sys.stdout)
+    files = [_conformance_stage(name, out, args.quick_conformance, progress)
              for name in builtins if name not in skipped]
-    files.append(_bench_stage(list(builtins.values()), out))
+    files.append(_bench_stage(list(builtins.values()), out, progress))
     print("report ...", flush=True)
     from rnnbench.reports.load import load_inputs
     from rnnbench.reports.render import render_report
@@ -55,16 +57,16 @@ def run(args) -> int:
     return 1 if failed else 0
 
 
-def _conformance_stage(name: str, out: Path, quick: bool) -> Path:
+def _conformance_stage(name: str, out: Path, quick: bool, progress: StepCounter) -> Path:
     from rnnbench.environment import capture
     from rnnbench.suites import conform
 
-    if not sys.stdout.isatty():     # a terminal gets a live counter instead
+    if not progress.live:     # a terminal gets a live counter instead
         print(f"conformance {name} ...", flush=True)
     started = time.perf_counter()
     try:
         doc = conform(name, quick=quick, progress=lambda result, done, total:
-                      _progress(done, total, f"{name} {result.check}"))
+                      progress(done, total, f"{name} {result.check}"))
     except UsageError as exc:
         # A built-in that cannot even be checked must not cost the other stages their results:
         # the document says so ("error"), the report shows it and the run exits 1.
@@ -74,17 +76,14 @@ def _conformance_stage(name: str, out: Path, quick: bool) -> Path:
     write_json(path, doc)
     if doc.get("interrupted"):      # conform() catches Ctrl-C to keep its results; stop here
         raise KeyboardInterrupt
-    _end_progress()
-    counts = doc.get("summary", {})
-    tally = ", ".join(f"{n} {o.replace('_', ' ')}" for o, n in counts.items() if n)
-    if "error" in doc:
-        tally = f"could not run: {doc['error']}"
-    print(f"conformance {name}: {tally or 'no checks ran'} "
+    progress.close()
+    said = f"could not run: {doc['error']}" if "error" in doc else tally(doc.get("summary", {}))
+    print(f"conformance {name}: {said or 'no checks ran'} "
           f"({time.perf_counter() - started:.1f} s)", flush=True)
     return path
 
 
-def _bench_stage(impls: list, out: Path) -> Path:
+def _bench_stage(impls: list, out: Path, progress: StepCounter) -> Path:
     from rnnbench.benchmarks.runner import run_benchmarks
     from rnnbench.benchmarks.workloads import load_workloads
 
@@ -93,29 +92,17 @@ def _bench_stage(impls: list, out: Path) -> Path:
     print(f"benchmarks: preset {PRESET}, {len(workloads)} workloads x {len(impls)} "
           "implementations ...", flush=True)
     started = time.perf_counter()
-    doc = run_benchmarks(impls, workloads, progress=_progress,
+    doc = run_benchmarks(impls, workloads, progress=progress,
                          checkpoint=lambda partial: write_json(path, partial))
     write_json(path, doc)
-    _end_progress()
+    progress.close()
     print(f"benchmarks done ({time.perf_counter() - started:.1f} s)", flush=True)
     return path
-
-
-def _progress(done: int, total: int, label: str) -> None:
-    # A live counter on a terminal; logs (CI) get the stage lines only.
-    if sys.stdout.isatty():
-        print(f"\r  [{done}/{total}] {label[:60]:<60}", end="", flush=True)
-
-
-def _end_progress() -> None:
-    if sys.stdout.isatty():
-        print("\r" + " " * 75 + "\r", end="", flush=True)
 
 
 def summary(results, skipped: dict[str, str], written: dict, seconds: float) -> str:
     """The closing screen: conformance verdicts, speed-ups over native, where the report is."""
     from rnnbench.reports import analysis
-    from rnnbench.reports.model import OUTCOMES
 
     lines = [f"\nrnnbench run: done in {seconds:.0f} s"]
     counts = analysis.outcome_counts(results.checks, lambda c: (c.impl,))
@@ -126,9 +113,9 @@ def summary(results, skipped: dict[str, str], written: dict, seconds: float) -> 
                    "no checks ran" if n is None else
                    "DOES NOT CONFORM" if n["failed"] + n["error"] else "conforms")
         rows.append([source.target, *(n[o] if n else 0 for o in OUTCOMES), verdict])
-    rows += [[name, "", "", "", "", f"skipped: {reason}"] for name, reason in skipped.items()]
-    lines += ["", tabulate(rows, ["conformance", "passed", "failed", "not supported", "error",
-                                  "verdict"])]
+    rows += [[name, *("" for _ in OUTCOMES), f"skipped: {reason}"] for name, reason in skipped.items()]
+    headers = ["conformance", *(o.replace("_", " ") for o in OUTCOMES), "verdict"]
+    lines += ["", tabulate(rows, headers)]
     lines += ["", _speedup_table(results.timings)]
     failed = [t for t in results.timings if t.status == "failed"]
     for t in failed[:5]:
@@ -162,5 +149,5 @@ def _speedup_table(timings) -> str:
         row.append(sum(t.status != "ok" for t in timings if t.impl == impl))
         rows.append(row)
     headers = ["implementation", *metrics, "timed", "not timed"]
-    return (f"benchmarks ({PRESET}): speed-up over {analysis.BASELINE}, geometric mean over "
+    return (f"benchmarks ({PRESET}): speed-up over {BASELINE}, geometric mean over "
             f"workloads (count)\n{tabulate(rows, headers)}")

@@ -1,0 +1,126 @@
+"""compile: the loop of _loop.py compiled with torch.compile (Inductor, C++ on CPU) in fixed-size
+chunks of time steps.
+
+Compiling the whole unrolled loop makes compile time grow with the sequence length and
+recompiles for every new length; compiling one step costs more per call than it saves (both
+measured, see /work/shared/anchors.md). So a sequence runs as chunks of CHUNK_SIZES steps,
+largest first (100 steps = 6 x 16 + 1 x 4): at most len(CHUNK_SIZES) graphs per configuration,
+whatever the length, each unrolling a fixed number of steps. Each chunk's input projection is
+one eager GEMM before its compiled steps. A cell is a sequence of one step (the same graph).
+Inductor generates the wrapper around a graph's kernels in C++ (cpp_wrapper): the default Python
+wrapper costs several microseconds per op, per time step.
+
+Compiled graphs are torch.compile's, cached per process and shared by every module of this
+implementation: the first call of a configuration (family, options, dtype, grad mode) pays the
+compile, later modules with the same configuration reuse it. To measure a cold first call again
+in the same process, call `reset()`; Inductor's on-disk cache still shortens the recompile unless
+TORCHINDUCTOR_FORCE_DISABLE_CACHES=1 is set.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+from typing import Optional
+
+import torch
+
+from rnnbench.impls import _loop
+from rnnbench.impls._common import Backend, State, Weights, module_classes, transposed_storage, zero_state
+from rnnbench.impls.base import Implementation
+
+CHUNK_SIZES = (16, 4, 1)
+# Graphs one compiled function may hold; torch's default (8) is below the number of
+# configurations (family, nonlinearity, bias, projection, direction, chunk size, dtype, grad mode)
+# one process can meet, and past it torch falls back to eager. Raised only around our own calls.
+RECOMPILE_LIMIT = 256
+
+
+@contextlib.contextmanager
+def _recompile_budget():
+    # Set and restored by hand: torch._dynamo.config.patch costs 4x as much (~50 us).
+    config = torch._dynamo.config
+    saved = config.recompile_limit
+    config.recompile_limit = max(saved, RECOMPILE_LIMIT)
+    try:
+        yield
+    finally:
+        config.recompile_limit = saved
+
+
+@functools.cache
+def _compiled():
+    """run_steps compiled, created on first use: importing torch._dynamo is slow."""
+    return torch.compile(_loop.run_steps, fullgraph=True,
+                         options={"cpp_wrapper": True, "cpp.use_decompose_tanh": True})
+
+
+def reset() -> None:
+    """Forget every graph compiled in this process (torch._dynamo.reset), so the next call of
+    each configuration compiles again."""
+    torch._dynamo.reset()
+
+
+def chunks(steps: int) -> list[int]:
+    """The chunk sizes a sequence of `steps` runs as, in order: largest first."""
+    sizes = []
+    for size in CHUNK_SIZES:
+        count, steps = divmod(steps, size)
+        sizes += [size] * count
+    return sizes
+
+
+def availability() -> str | None:
+    try:
+        import torch._dynamo  # noqa: F401  (torch.compile needs it)
+        import torch._inductor  # noqa: F401
+    except ImportError as error:
+        return f"torch.compile is not usable here: {error}"
+    return None
+
+
+class CompiledBackend(Backend):
+    """Eager premul, then the compiled chunks."""
+
+    new_parameter = staticmethod(transposed_storage)  # _loop reads W^T
+
+    def layer(self, family: str, x, state: Optional[State], weights: Weights, relu: bool,
+              reverse: bool):
+        w_ih, w_hh, b_ih, b_hh, w_hr = weights
+        run_steps = _compiled()
+        w_hh_t = w_hh.t().contiguous()
+        w_hr_t = None if w_hr is None else w_hr.t().contiguous()
+        b_hh_step = b_hh if family == "gru" else None
+        steps = x.shape[0]
+        state, outputs = list(zero_state(family, x, weights) if state is None else state), []
+        position = steps if reverse else 0  # the reverse direction starts at the end
+        with _recompile_budget():
+            for size in chunks(steps):
+                if reverse:
+                    position -= size
+                # The input projection per chunk (a GEMM of size x batch rows) gives each chunk a
+                # tensor of its own: a view into one projection of all steps would differ in
+                # storage offset from chunk to chunk, which torch.compile guards on.
+                gx = _loop.project_input(family, x.narrow(0, position, size), w_ih, b_ih, b_hh)
+                # The chunk length is part of the graph (its steps are unrolled): keep it static,
+                # or torch.compile would make it symbolic after the second size and fail.
+                torch._dynamo.mark_static(gx, 0)
+                output, state = run_steps(family, gx, state, w_hh_t, b_hh_step, w_hr_t, relu, reverse)
+                outputs.append(output)
+                if not reverse:
+                    position += size
+        if reverse:
+            outputs.reverse()
+        output = outputs[0] if len(outputs) == 1 else torch.cat(outputs)
+        return output, tuple(state)
+
+
+KINDS = module_classes(CompiledBackend(), __name__)
+globals().update({cls.__name__: cls for cls in KINDS.values()})  # so instances pickle
+
+IMPLEMENTATION = Implementation(
+    name="compile",
+    kinds=KINDS,
+    description=f"torch.compile (Inductor) of chunks of {'/'.join(map(str, CHUNK_SIZES))} steps "
+                "after an eager input GEMM; compile time independent of sequence length",
+    availability=availability,
+)

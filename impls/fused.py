@@ -1,0 +1,140 @@
+"""fused: the fastest correct CPU implementation here — a C++ kernel per layer and direction.
+
+What makes it fast (measured against torch.nn on CPU, see the issue's speed goals):
+
+- the input projection of all time steps is one GEMM before the loop ("premul"), and outputs
+  are written in place into that buffer, so the loop does one small GEMM per step;
+- the loop runs in C++ (`fused_kernels.cpp`), with W_hh transposed once so each step's GEMM
+  reads it row-major, and at batch 1 a plain vectorised loop instead of a BLAS call;
+- backward is hand-written (a custom autograd.Function): one small GEMM per step, then the
+  weight, bias and input gradients each as one GEMM over all time steps.
+
+The kernel is built with torch.utils.cpp_extension on first use (about a minute) into torch's
+extension cache (TORCH_EXTENSIONS_DIR, default ~/.cache/torch_extensions) and reused after that.
+Without a C++ compiler or ninja the implementation is unavailable and says why.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+from pathlib import Path
+from typing import Optional
+
+import torch
+from torch.autograd.function import once_differentiable
+
+from rnnbench.impls._common import Backend, State, Weights, module_classes, transposed_storage
+from rnnbench.impls.base import Implementation
+
+SOURCE = Path(__file__).with_name("fused_kernels.cpp")
+EXTENSION_NAME = "rnnbench_fused"
+# No -ffast-math: IEEE results; the two -fno-* only let gcc vectorise the activation loops.
+# AVX-512 machines run the batch-1 loops twice as wide as gcc's default 256-bit choice. OpenMP
+# (torch's own runtime, shared) lets a large batch be split between threads.
+X86 = platform.machine() in ("x86_64", "AMD64")
+OPENMP = ["-fopenmp"] if platform.system() == "Linux" else []
+CFLAGS = ["-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", *OPENMP,
+          *(["-mprefer-vector-width=512"] if X86 else [])]
+LDFLAGS = OPENMP
+
+_kernels = None  # the extension module once built, or the one-line reason it cannot be
+
+
+def kernels():
+    """The compiled kernels (a module with `forward` and `backward`), built on first use;
+    RuntimeError with a one-line reason when they cannot be built here."""
+    global _kernels
+    if _kernels is None:
+        _kernels = _build()
+    if isinstance(_kernels, str):
+        raise RuntimeError(_kernels)
+    return _kernels
+
+
+def _build():
+    from torch.utils import cpp_extension
+
+    compiler = os.environ.get("CXX", "c++")
+    if shutil.which(compiler) is None:
+        return f"fused needs a C++ compiler to build its kernels: {compiler!r} not found (set CXX)"
+    if not cpp_extension.is_ninja_available():
+        return "fused needs ninja to build its kernels (pip install ninja)"
+    try:
+        module = cpp_extension.load(name=EXTENSION_NAME, sources=[str(SOURCE)],
+                                    extra_cflags=CFLAGS, extra_ldflags=LDFLAGS)
+    except Exception as error:  # a failed build raises several types; all mean "unavailable"
+        lines = str(error).strip().splitlines() or [type(error).__name__]
+        return f"fused could not build its kernels: {lines[0]}"
+    return module
+
+
+def availability() -> str | None:
+    try:
+        kernels()
+    except RuntimeError as error:
+        return str(error)
+    return None
+
+
+class FusedLayer(torch.autograd.Function):
+    """One layer and direction with the hand-written backward of fused_kernels.cpp."""
+
+    X = 3  # the position of x among forward's arguments
+
+    @staticmethod
+    def forward(ctx, family, relu, reverse, x, w_ih, w_hh, b_ih, b_hh, w_hr, *state):
+        # An empty `state` means zeros; the kernel returns the final h (and c) either way.
+        results = kernels().forward(family, x, state, w_ih, w_hh, b_ih, b_hh, w_hr, relu, reverse,
+                                    True)
+        n = 2 if family == "lstm" else 1
+        output, finals, saved = results[0], results[1:1 + n], results[1 + n:]
+        ctx.save_for_backward(x, w_ih, w_hh, w_hr, output, *state, *saved)
+        ctx.layer = (family, relu, reverse, b_ih is not None, n, len(state))
+        return (output, *finals)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_output, *grad_finals):
+        family, relu, reverse, has_bias, n, given = ctx.layer
+        x, w_ih, w_hh, w_hr, output, *rest = ctx.saved_tensors
+        grads = kernels().backward(family, grad_output, grad_finals, x, rest[:given], w_ih, w_hh,
+                                   has_bias, w_hr, relu, reverse, output, rest[given:],
+                                   ctx.needs_input_grad[FusedLayer.X])
+        # grads: dx, dh0, [dc0], dw_ih, dw_hh, [db_ih, db_hh], [dw_hr]
+        dx, dstate, dw = grads[0], grads[1:1 + n], grads[1 + n:]
+        db = (dw[2], dw[3]) if has_bias else (None, None)
+        dw_hr = dw[-1] if w_hr is not None else None
+        return (None, None, None, dx, dw[0], dw[1], *db, dw_hr, *dstate[:given])
+
+
+class FusedBackend(Backend):
+    """The fused C++ recurrence; autograd only when something needs a gradient."""
+
+    # The kernel reads every weight transposed; transposing per call would cost more than the
+    # whole forward at batch 1.
+    new_parameter = staticmethod(transposed_storage)
+
+    def layer(self, family: str, x, state: Optional[State], weights: Weights, relu: bool,
+              reverse: bool):
+        state = state or ()  # the kernel reads no state as zeros
+        if torch.is_grad_enabled() and any(t is not None and t.requires_grad
+                                           for t in (x, *weights, *state)):
+            output, *finals = FusedLayer.apply(family, relu, reverse, x, *weights, *state)
+        else:
+            results = kernels().forward(family, x, state, *weights, relu, reverse, False)
+            output, *finals = results[:3 if family == "lstm" else 2]
+        return output, tuple(finals)
+
+
+KINDS = module_classes(FusedBackend(), __name__)
+globals().update({cls.__name__: cls for cls in KINDS.values()})  # so instances pickle
+
+IMPLEMENTATION = Implementation(
+    name="fused",
+    kinds=KINDS,
+    description="C++ kernels (built on first use): premul GEMM, in-place outputs, hand-written "
+                "backward with whole-sequence weight GEMMs",
+    unsupported=frozenset({"float16", "bfloat16", "cuda"}),
+    availability=availability,
+)

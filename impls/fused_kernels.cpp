@@ -1,0 +1,669 @@
+// Fused CPU kernels of the `fused` implementation: one layer and direction of an Elman, LSTM or
+// GRU recurrence, forward and backward, for float32 and float64.
+//
+// The work is arranged so that most FLOPs are large GEMMs:
+//   forward:  the input projection of every time step is one GEMM before the loop ("premul");
+//             the loop does one small GEMM per step (h_{t-1} @ W_hh^T) and the gate arithmetic
+//             in place in the premul buffer. Every GEMM reads its weight transposed and
+//             row-major, the layout fused.py stores its parameters in.
+//   backward: the loop does one small GEMM per step (dgates_t @ W_hh); the weight gradients,
+//             bias gradients and the input gradient are each one GEMM (or sum) over all steps.
+// Small per-step products (batch 1 or 2) skip ATen's dispatcher and BLAS call overhead and run
+// in a plain loop the compiler vectorises; activations use vectorisable exp-based formulas in
+// float32 (the libm calls do not vectorise) and libm in float64.
+//
+// A Python module (pybind11: its call costs half of a torch.ops call, which matters at batch 1)
+// with `forward` and `backward`; the Python side (fused.py) wraps them in an autograd.Function.
+#include <torch/extension.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace {
+
+using at::Tensor;
+
+// Activations are inlined into every loop that uses them, or the loops do not vectorise.
+#define RNNBENCH_INLINE inline __attribute__((always_inline))
+
+// ---- activations ------------------------------------------------------------------------------
+
+RNNBENCH_INLINE float exp_approx(float x) {
+  // exp(x) = 2^n exp(r) with n = round(x / ln 2) and |r| <= ln(2)/2; exp(r) from its Taylor
+  // polynomial up to r^7 (truncation error < 1e-8 relative). Clamped to the normal range.
+  x = std::min(std::max(x, -87.0f), 88.0f);
+  const float n = std::floor(std::fma(x, 1.44269504f, 0.5f));
+  float r = std::fma(n, -0.693359375f, x);  // ln 2 split in two (Cody-Waite): exact high part
+  r = std::fma(n, 2.12194440e-4f, r);
+  float p = 1.0f / 5040;
+  p = std::fma(p, r, 1.0f / 720);
+  p = std::fma(p, r, 1.0f / 120);
+  p = std::fma(p, r, 1.0f / 24);
+  p = std::fma(p, r, 1.0f / 6);
+  p = std::fma(p, r, 0.5f);
+  p = std::fma(p, r, 1.0f);
+  p = std::fma(p, r, 1.0f);
+  const std::int32_t bits = (static_cast<std::int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+
+RNNBENCH_INLINE float tanh_approx(float x) {
+  // Small |x|: the Taylor series to x^13 (error < 1e-8 below 0.4). Otherwise
+  // 1 - 2 / (exp(2|x|) + 1), which loses no relative accuracy there. Both are computed so the
+  // loop stays branch-free and vectorises.
+  const float a = std::fabs(x);
+  const float x2 = x * x;
+  float p = 21844.0f / 6081075;
+  p = std::fma(p, x2, -1382.0f / 155925);
+  p = std::fma(p, x2, 62.0f / 2835);
+  p = std::fma(p, x2, -17.0f / 315);
+  p = std::fma(p, x2, 2.0f / 15);
+  p = std::fma(p, x2, -1.0f / 3);
+  const float small = std::fma(p * x2, x, x);
+  const float large = std::copysign(1.0f - 2.0f / (exp_approx(2.0f * a) + 1.0f), x);
+  return a < 0.4f ? small : large;
+}
+
+RNNBENCH_INLINE float sigmoid_approx(float x) { return 1.0f / (1.0f + exp_approx(-x)); }
+
+RNNBENCH_INLINE float act_tanh(float x) { return tanh_approx(x); }
+RNNBENCH_INLINE double act_tanh(double x) { return std::tanh(x); }
+RNNBENCH_INLINE float act_sigmoid(float x) { return sigmoid_approx(x); }
+RNNBENCH_INLINE double act_sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+// ---- matrix products -------------------------------------------------------------------------
+
+// The Fortran BLAS torch links (MKL, OpenBLAS) exports these; weak, so the extension still loads
+// where torch exports none, and ATen's mm is used instead.
+extern "C" {
+void sgemm_(const char*, const char*, const int*, const int*, const int*, const float*,
+            const float*, const int*, const float*, const int*, const float*, float*, const int*)
+    __attribute__((weak));
+void dgemm_(const char*, const char*, const int*, const int*, const int*, const double*,
+            const double*, const int*, const double*, const int*, const double*, double*,
+            const int*) __attribute__((weak));
+}
+
+// Row-major c (rows, cols) = a (rows, inner) @ b (inner, cols) [+ c] is, column-major,
+// c^T = b^T a^T: BLAS with the operands swapped and nothing transposed. (MKL runs this layout
+// up to 1.5x faster than a transposed weight at the few rows of a time step.)
+template <typename T, typename Gemm>
+bool blas_matmul(Gemm* gemm, T* c, const T* a, const T* b, int64_t rows, int64_t inner,
+                 int64_t cols, T beta) {
+  constexpr int64_t kMax = std::numeric_limits<int>::max();
+  if (!gemm || rows > kMax || inner > kMax || cols > kMax) return false;
+  const int m = cols, n = rows, k = inner;
+  const T one = 1;
+  gemm("N", "N", &m, &n, &k, &one, b, &m, a, &k, &beta, c, &m);
+  return true;
+}
+
+bool blas_matmul(float* c, const float* a, const float* b, int64_t rows, int64_t inner,
+                 int64_t cols, float beta) {
+  return blas_matmul(sgemm_, c, a, b, rows, inner, cols, beta);
+}
+
+bool blas_matmul(double* c, const double* a, const double* b, int64_t rows, int64_t inner,
+                 int64_t cols, double beta) {
+  return blas_matmul(dgemm_, c, a, b, rows, inner, cols, beta);
+}
+
+// Rows up to which a per-step product runs in the plain loop below instead of BLAS: at batch 1
+// the BLAS call costs more than the arithmetic.
+constexpr int64_t kSmallRows = 2;
+
+template <typename T>
+void small_matmul(T* out, const T* a, const T* bt, int64_t rows, int64_t inner, int64_t cols,
+                  bool accumulate) {
+  // out[r, :] (+)= sum_k a[r, k] * bt[k, :]; bt is row-major (inner, cols), so the inner loop
+  // runs along contiguous rows of bt and out and vectorises. Four k at a time cut the loads
+  // and stores of the output row by four. (At batch 1 this reads all of bt once per step and
+  // runs at the cache's bandwidth; keeping column tiles in registers measured no faster.)
+  for (int64_t r = 0; r < rows; ++r) {
+    T* o = out + r * cols;
+    const T* ar = a + r * inner;
+    if (!accumulate) std::fill(o, o + cols, T(0));
+    int64_t k = 0;
+    for (; k + 4 <= inner; k += 4) {
+      const T s0 = ar[k], s1 = ar[k + 1], s2 = ar[k + 2], s3 = ar[k + 3];
+      const T* b0 = bt + k * cols;
+      const T* b1 = b0 + cols;
+      const T* b2 = b1 + cols;
+      const T* b3 = b2 + cols;
+      for (int64_t j = 0; j < cols; ++j) o[j] += s0 * b0[j] + s1 * b1[j] + s2 * b2[j] + s3 * b3[j];
+    }
+    for (; k < inner; ++k) {
+      const T s = ar[k];
+      const T* b = bt + k * cols;
+      for (int64_t j = 0; j < cols; ++j) o[j] += s * b[j];
+    }
+  }
+}
+
+// out (+)= a @ b on contiguous row-major blocks: out (rows, cols), a (rows, inner),
+// b (inner, cols).
+template <typename T>
+void matmul(T* out, const T* a, const T* b, int64_t rows, int64_t inner, int64_t cols,
+            bool accumulate) {
+  if (rows <= kSmallRows) {
+    small_matmul(out, a, b, rows, inner, cols, accumulate);
+  } else if (!blas_matmul(out, a, b, rows, inner, cols, accumulate ? T(1) : T(0))) {
+    const auto options = at::TensorOptions().dtype(c10::CppTypeToScalarType<T>::value);
+    Tensor o = at::from_blob(out, {rows, cols}, options);
+    const Tensor a_ = at::from_blob(const_cast<T*>(a), {rows, inner}, options);
+    const Tensor b_ = at::from_blob(const_cast<T*>(b), {inner, cols}, options);
+    if (accumulate) {
+      o.addmm_(a_, b_);
+    } else {
+      at::mm_out(o, a_, b_);
+    }
+  }
+}
+
+// Rows of the batch a thread gets at least before the batch is split between threads.
+constexpr int64_t kMinRowsPerThread = 8;
+
+// Runs fn(b0, b1) over the batch rows [0, batch). A large batch is split between threads: each
+// row's recurrence is independent, so each thread runs the whole time loop on its rows, with no
+// synchronisation per step and its BLAS calls single-threaded. A small batch runs in one call,
+// where BLAS may use the threads itself.
+template <typename Fn>
+void for_batch_rows(int64_t batch, const Fn& fn) {
+  const int64_t threads = at::get_num_threads();
+  if (threads < 2 || batch < 2 * kMinRowsPerThread) {
+    fn(0, batch);
+    return;
+  }
+  const int64_t rows = std::max(kMinRowsPerThread, (batch + threads - 1) / threads);
+  at::parallel_for(0, batch, rows, fn);
+}
+
+// ---- the layer -------------------------------------------------------------------------------
+
+enum class Family { kRnn, kLstm, kGru };
+
+Family parse_family(const std::string& name) {
+  if (name == "rnn") return Family::kRnn;
+  if (name == "lstm") return Family::kLstm;
+  TORCH_CHECK(name == "gru", "rnnbench_fused: unknown family ", name);
+  return Family::kGru;
+}
+
+int64_t gate_count(Family family) {
+  return family == Family::kRnn ? 1 : family == Family::kLstm ? 4 : 3;
+}
+
+// Everything a forward or backward pass needs to know about one layer and direction.
+struct Layer {
+  Family family;
+  bool relu;
+  bool reverse;
+  int64_t steps, batch, hidden, out_size, gates;
+
+  // Time index of the s-th step processed, and of the step before it (-1: the initial state).
+  int64_t time(int64_t s) const { return reverse ? steps - 1 - s : s; }
+  int64_t previous(int64_t s) const { return s == 0 ? -1 : time(s - 1); }
+};
+
+void check_inputs(const Layer& layer, const Tensor& x, const std::vector<Tensor>& state,
+                  const Tensor& w_ih, const Tensor& w_hh, const std::optional<Tensor>& b_ih,
+                  const std::optional<Tensor>& b_hh, const std::optional<Tensor>& w_hr) {
+  TORCH_CHECK(x.device().is_cpu(), "rnnbench_fused: CPU tensors only, got ", x.device());
+  TORCH_CHECK(x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble,
+              "rnnbench_fused: float32 and float64 only, got ", x.scalar_type());
+  auto same = [&](const Tensor& t, const char* what) {
+    TORCH_CHECK(t.scalar_type() == x.scalar_type() && t.device() == x.device(),
+                "rnnbench_fused: ", what, " is ", t.scalar_type(), " on ", t.device(),
+                " but the input is ", x.scalar_type(), " on ", x.device());
+  };
+  same(w_ih, "weight_ih");
+  same(w_hh, "weight_hh");
+  if (w_hr) same(*w_hr, "weight_hr");
+  TORCH_CHECK(b_ih.has_value() == b_hh.has_value(), "rnnbench_fused: give both biases or neither");
+  for (const auto& bias : {b_ih, b_hh}) {
+    if (!bias) continue;
+    same(*bias, "a bias");
+    TORCH_CHECK(bias->dim() == 1 && bias->size(0) == layer.gates, "rnnbench_fused: a bias has shape ",
+                bias->sizes());
+  }
+  for (const auto& s : state) same(s, "the initial state");
+  auto shape = [](const Tensor& w, int64_t rows, int64_t cols, const char* what) {
+    TORCH_CHECK(w.dim() == 2 && w.size(0) == rows && w.size(1) == cols, "rnnbench_fused: ", what,
+                " has shape ", w.sizes(), ", expected (", rows, ", ", cols, ")");
+  };
+  shape(w_ih, layer.gates, x.size(2), "weight_ih");
+  shape(w_hh, layer.gates, layer.out_size, "weight_hh");
+  const bool lstm = layer.family == Family::kLstm;
+  TORCH_CHECK(!w_hr || lstm, "rnnbench_fused: only an LSTM has weight_hr");
+  if (w_hr) shape(*w_hr, layer.out_size, layer.hidden, "weight_hr");
+  if (state.empty()) return;  // zeros
+  TORCH_CHECK(state.size() == (lstm ? 2u : 1u), "rnnbench_fused: wrong number of state tensors");
+  TORCH_CHECK(state[0].sizes() == at::IntArrayRef({layer.batch, layer.out_size}),
+              "rnnbench_fused: h0 has shape ", state[0].sizes());
+  if (lstm) {
+    TORCH_CHECK(state[1].sizes() == at::IntArrayRef({layer.batch, layer.hidden}),
+                "rnnbench_fused: c0 has shape ", state[1].sizes());
+  }
+}
+
+// `gates` rows of stacked gate blocks; outputs of `out_size` (proj_size if projected).
+Layer describe(const std::string& family_name, const Tensor& x, int64_t gates, int64_t out_size,
+               bool relu, bool reverse) {
+  TORCH_CHECK(x.dim() == 3, "rnnbench_fused: input must be (steps, batch, features)");
+  Layer layer;
+  layer.family = parse_family(family_name);
+  TORCH_CHECK(gates % gate_count(layer.family) == 0, "rnnbench_fused: ", gates,
+              " gate rows are not a whole number of gates");
+  layer.relu = relu;
+  layer.reverse = reverse;
+  layer.steps = x.size(0);
+  layer.batch = x.size(1);
+  layer.gates = gates;
+  layer.hidden = gates / gate_count(layer.family);
+  layer.out_size = out_size;
+  return layer;
+}
+
+// The initial state, contiguous: the given one, or zeros where none is given (an empty list).
+std::vector<Tensor> initial_state(const Layer& layer, const std::vector<Tensor>& state,
+                                  const at::TensorOptions& options) {
+  if (state.empty()) {
+    std::vector<Tensor> zeros{at::zeros({layer.batch, layer.out_size}, options)};
+    if (layer.family == Family::kLstm) zeros.push_back(at::zeros({layer.batch, layer.hidden}, options));
+    return zeros;
+  }
+  std::vector<Tensor> given;
+  for (const auto& s : state) given.push_back(s.contiguous());
+  return given;
+}
+
+// Forward gate arithmetic of one step, rows of `batch`; see numerics.py for the equations.
+template <typename T>
+void elman_step(T* h, int64_t n, bool relu) {
+  if (relu) {
+    for (int64_t i = 0; i < n; ++i) h[i] = h[i] > T(0) ? h[i] : T(0);
+  } else {
+    for (int64_t i = 0; i < n; ++i) h[i] = act_tanh(h[i]);
+  }
+}
+
+// The per-row loops take every array as its own restrict pointer: gates of one row are slices
+// of one buffer, and without the promise that they do not overlap gcc does not vectorise.
+template <typename T>
+void lstm_row(T* __restrict__ gi, T* __restrict__ gf, T* __restrict__ gg, T* __restrict__ go,
+              const T* __restrict__ c_prev, T* __restrict__ c, T* __restrict__ h, int64_t hidden) {
+  for (int64_t j = 0; j < hidden; ++j) {
+    const T i = act_sigmoid(gi[j]), f = act_sigmoid(gf[j]), g = act_tanh(gg[j]),
+            o = act_sigmoid(go[j]);
+    const T cn = f * c_prev[j] + i * g;
+    gi[j] = i;
+    gf[j] = f;
+    gg[j] = g;
+    go[j] = o;
+    c[j] = cn;
+    h[j] = o * act_tanh(cn);
+  }
+}
+
+template <typename T>
+void lstm_step(T* gates, const T* c_prev, T* c, T* h, int64_t batch, int64_t hidden) {
+  // gates holds the pre-activations i, f, g, o of each row and is overwritten with the
+  // activations (the backward pass reads them).
+  for (int64_t b = 0; b < batch; ++b) {
+    T* g = gates + b * 4 * hidden;
+    lstm_row(g, g + hidden, g + 2 * hidden, g + 3 * hidden, c_prev + b * hidden, c + b * hidden,
+             h + b * hidden, hidden);
+  }
+}
+
+template <typename T>
+void gru_row(T* __restrict__ xr, T* __restrict__ xz, T* __restrict__ xn, const T* __restrict__ hr,
+             const T* __restrict__ hz, const T* __restrict__ hn, const T* __restrict__ br,
+             const T* __restrict__ bz, const T* __restrict__ bn, const T* __restrict__ h_prev,
+             T* __restrict__ h, T* __restrict__ gh_n, int64_t hidden) {
+  for (int64_t j = 0; j < hidden; ++j) {
+    const T r = act_sigmoid(xr[j] + hr[j] + br[j]);
+    const T z = act_sigmoid(xz[j] + hz[j] + bz[j]);
+    const T hn_b = hn[j] + bn[j];
+    const T n = act_tanh(xn[j] + r * hn_b);
+    xr[j] = r;
+    xz[j] = z;
+    xn[j] = n;
+    gh_n[j] = hn_b;
+    h[j] = n + z * (h_prev[j] - n);
+  }
+}
+
+template <typename T>
+void gru_step(T* gates, const T* gh, const T* b_hh, const T* h_prev, T* h, T* gh_n, int64_t batch,
+              int64_t hidden) {
+  // gates holds the input pre-activations (with b_ih) of r, z, n and is overwritten with the
+  // activations r, z, n; gh is h_prev @ W_hh^T without b_hh (zeros without bias); gh_n
+  // receives W_hn h + b_hn.
+  for (int64_t b = 0; b < batch; ++b) {
+    T* g = gates + b * 3 * hidden;
+    const T* hg = gh + b * 3 * hidden;
+    gru_row(g, g + hidden, g + 2 * hidden, hg, hg + hidden, hg + 2 * hidden, b_hh, b_hh + hidden,
+            b_hh + 2 * hidden, h_prev + b * hidden, h + b * hidden, gh_n + b * hidden, hidden);
+  }
+}
+
+// forward(family, x (T, B, I), state [h0 (B, P)], [h0, c0 (B, H)] or [] for zeros, w_ih (G, I),
+// w_hh (G, P), b_ih, b_hh, w_hr (P, H), relu, reverse, keep)
+// -> [output (T, B, P), h_n, (c_n,) saved...]. `saved` (only when keep) is what backward
+// needs besides the inputs and the output: LSTM [gates, cells, hidden (proj only)], GRU
+// [gates, gh_n].
+std::vector<Tensor> forward(const std::string& family_name, const Tensor& x_in,
+                            const std::vector<Tensor>& state, const Tensor& w_ih,
+                            const Tensor& w_hh,
+                            const std::optional<Tensor>& b_ih, const std::optional<Tensor>& b_hh,
+                            const std::optional<Tensor>& w_hr, bool relu, bool reverse,
+                            bool keep) {
+  TORCH_CHECK(w_hh.dim() == 2, "rnnbench_fused: weight_hh must be 2-D");
+  const Layer L = describe(family_name, x_in, w_hh.size(0), w_hh.size(1), relu, reverse);
+  check_inputs(L, x_in, state, w_ih, w_hh, b_ih, b_hh, w_hr);
+  at::NoGradGuard no_grad;
+  const Tensor x = x_in.contiguous();
+  const int64_t T_ = L.steps, B = L.batch, H = L.hidden, P = L.out_size, G = L.gates;
+  // Buffers. Elman's output is its premul buffer, updated in place step by step. At batch 1
+  // the whole call is a few microseconds of arithmetic, so the work below is raw loops on
+  // these buffers rather than ATen ops, each of which costs about a microsecond.
+  const auto options = x.options();
+  const std::vector<Tensor> initial = initial_state(L, state, options);
+  Tensor gx = at::empty({T_, B, G}, options);
+  Tensor out = L.family == Family::kRnn ? gx : at::empty({T_, B, P}, options);
+  Tensor cells, hidden, gh, gh_n, c0, zeros;
+  if (L.family == Family::kLstm) {
+    c0 = initial[1];
+    cells = at::empty({T_, B, H}, options);
+    hidden = w_hr ? at::empty({T_, B, H}, options) : out;
+  } else if (L.family == Family::kGru) {
+    gh = at::empty({B, G}, options);
+    gh_n = at::empty({keep ? T_ : 1, B, H}, options);
+    if (!b_hh) zeros = at::zeros({G}, options);  // b_hh of a bias-free GRU
+  }
+  const Tensor h0 = initial[0];
+  // Every GEMM reads its weight transposed, row-major. fused.py stores its parameters that way
+  // (a parameter is a transposed view of its storage), so these are views, not copies.
+  const Tensor w_ih_t = w_ih.t().contiguous(), w_hh_t = w_hh.t().contiguous();
+  const Tensor w_hr_t = w_hr ? w_hr->t().contiguous() : Tensor();
+  const Tensor b_ih_c = b_ih ? b_ih->contiguous() : Tensor();
+  const Tensor b_hh_c = b_hh ? b_hh->contiguous() : zeros;
+
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "rnnbench_fused_forward", [&] {
+    using T = scalar_t;
+    T* gxp = gx.data_ptr<T>();
+    T* outp = out.data_ptr<T>();
+    const T* whh = w_hh_t.data_ptr<T>();
+    const T* h0p = h0.data_ptr<T>();
+
+    // Premul: the input projection of every step in one GEMM onto the biases, folded where
+    // they are plain additions (all but the GRU's b_hh, which sits inside r * (...)).
+    if (b_ih) {
+      const bool fold = L.family != Family::kGru;
+      const T* bi = b_ih_c.data_ptr<T>();
+      const T* bh = b_hh_c.data_ptr<T>();
+      for (int64_t r = 0; r < T_ * B; ++r) {
+        T* row = gxp + r * G;
+        for (int64_t j = 0; j < G; ++j) row[j] = fold ? bi[j] + bh[j] : bi[j];
+      }
+    }
+    matmul(gxp, x.data_ptr<T>(), w_ih_t.data_ptr<T>(), T_ * B, x.size(2), G,
+           /*accumulate=*/b_ih.has_value());
+    // The time loop over rows [b0, b1) of the batch (each row's recurrence is independent).
+    auto run_rows = [&](int64_t b0, int64_t b1) {
+      const int64_t n = b1 - b0;
+      for (int64_t s = 0; s < T_; ++s) {
+        const int64_t t = L.time(s), tp = L.previous(s);
+        const T* h_prev = (tp < 0 ? h0p : outp + tp * B * P) + b0 * P;
+        T* g = gxp + (t * B + b0) * G;
+        T* h = outp + (t * B + b0) * P;
+        // From a zero state the first step's hidden product is zero: skip it.
+        const bool from_zero = s == 0 && state.empty();
+        switch (L.family) {
+          case Family::kRnn:
+            if (!from_zero) matmul(g, h_prev, whh, n, P, G, /*accumulate=*/true);
+            elman_step(g, n * H, L.relu);
+            break;
+          case Family::kLstm: {
+            if (!from_zero) matmul(g, h_prev, whh, n, P, G, /*accumulate=*/true);
+            T* cellp = cells.data_ptr<T>();
+            const T* c_prev = (tp < 0 ? c0.data_ptr<T>() : cellp + tp * B * H) + b0 * H;
+            T* h_cell = hidden.data_ptr<T>() + (t * B + b0) * H;
+            lstm_step(g, c_prev, cellp + (t * B + b0) * H, h_cell, n, H);
+            if (w_hr) matmul(h, h_cell, w_hr_t.data_ptr<T>(), n, H, P, /*accumulate=*/false);
+            break;
+          }
+          case Family::kGru: {
+            T* ghp = gh.data_ptr<T>() + b0 * G;
+            if (from_zero) {
+              std::fill(ghp, ghp + n * G, T(0));
+            } else {
+              matmul(ghp, h_prev, whh, n, P, G, /*accumulate=*/false);
+            }
+            gru_step(g, ghp, b_hh_c.data_ptr<T>(), h_prev, h,
+                     gh_n.data_ptr<T>() + ((keep ? t : 0) * B + b0) * H, n, H);
+            break;
+          }
+        }
+      }
+    };
+    for_batch_rows(B, run_rows);
+  });
+
+  // The final state: a copy of the last step processed.
+  const int64_t last = L.time(T_ - 1);
+  auto final_of = [&](const Tensor& steps, int64_t width) {
+    Tensor final = at::empty({B, width}, options);
+    if (final.numel() == 0) return final;
+    std::memcpy(final.data_ptr(), static_cast<char*>(steps.data_ptr()) + last * B * width * x.element_size(),
+                B * width * x.element_size());
+    return final;
+  };
+  std::vector<Tensor> result{out, final_of(out, P)};
+  if (L.family == Family::kLstm) result.push_back(final_of(cells, H));
+  if (keep && L.family == Family::kLstm) {
+    result.push_back(gx);
+    result.push_back(cells);
+    if (w_hr) result.push_back(hidden);
+  } else if (keep && L.family == Family::kGru) {
+    result.push_back(gx);
+    result.push_back(gh_n);
+  }
+  return result;
+}
+
+// Backward gate arithmetic of one step; `dh` is dL/dh_t on entry (output and recurrent parts).
+template <typename T>
+void elman_step_back(const T* dh, const T* h, T* da, int64_t n, bool relu) {
+  if (relu) {
+    for (int64_t i = 0; i < n; ++i) da[i] = h[i] > T(0) ? dh[i] : T(0);
+  } else {
+    for (int64_t i = 0; i < n; ++i) da[i] = dh[i] * (T(1) - h[i] * h[i]);
+  }
+}
+
+template <typename T>
+void lstm_row_back(const T* __restrict__ gi, const T* __restrict__ gf, const T* __restrict__ gg,
+                   const T* __restrict__ go, const T* __restrict__ c, const T* __restrict__ c_prev,
+                   const T* __restrict__ dh, T* __restrict__ dc, T* __restrict__ di,
+                   T* __restrict__ df, T* __restrict__ dg, T* __restrict__ d_o, int64_t hidden) {
+  for (int64_t j = 0; j < hidden; ++j) {
+    const T i = gi[j], f = gf[j], g = gg[j], o = go[j];
+    const T tc = act_tanh(c[j]);
+    const T dct = dc[j] + dh[j] * o * (T(1) - tc * tc);
+    di[j] = dct * g * i * (T(1) - i);
+    df[j] = dct * c_prev[j] * f * (T(1) - f);
+    dg[j] = dct * i * (T(1) - g * g);
+    d_o[j] = dh[j] * tc * o * (T(1) - o);
+    dc[j] = dct * f;
+  }
+}
+
+template <typename T>
+void lstm_step_back(const T* gates, const T* c, const T* c_prev, const T* dh, T* dc, T* dgates,
+                    int64_t batch, int64_t hidden) {
+  // dc: dL/dc_t on entry, dL/dc_{t-1} on exit. dgates: pre-activation gradients i, f, g, o.
+  for (int64_t b = 0; b < batch; ++b) {
+    const T* g = gates + b * 4 * hidden;
+    T* d = dgates + b * 4 * hidden;
+    const int64_t row = b * hidden;
+    lstm_row_back(g, g + hidden, g + 2 * hidden, g + 3 * hidden, c + row, c_prev + row, dh + row,
+                  dc + row, d, d + hidden, d + 2 * hidden, d + 3 * hidden, hidden);
+  }
+}
+
+template <typename T>
+void gru_row_back(const T* __restrict__ gr, const T* __restrict__ gz, const T* __restrict__ gn,
+                  const T* __restrict__ gh_n, const T* __restrict__ h_prev, T* __restrict__ dh,
+                  T* __restrict__ dir, T* __restrict__ diz, T* __restrict__ din,
+                  T* __restrict__ dhr, T* __restrict__ dhz, T* __restrict__ dhn, int64_t hidden) {
+  for (int64_t j = 0; j < hidden; ++j) {
+    const T r = gr[j], z = gz[j], n = gn[j], d = dh[j];
+    const T dpn = d * (T(1) - z) * (T(1) - n * n);
+    const T dpr = dpn * gh_n[j] * r * (T(1) - r);
+    const T dpz = d * (h_prev[j] - n) * z * (T(1) - z);
+    dir[j] = dpr;
+    diz[j] = dpz;
+    din[j] = dpn;
+    dhr[j] = dpr;
+    dhz[j] = dpz;
+    dhn[j] = dpn * r;
+    dh[j] = d * z;
+  }
+}
+
+template <typename T>
+void gru_step_back(const T* gates, const T* gh_n, const T* h_prev, T* dh, T* dgi, T* dgh,
+                   int64_t batch, int64_t hidden) {
+  // dh: dL/dh_t on entry, the direct part z * dL/dh_t of dL/dh_{t-1} on exit (the part through
+  // W_hh is added by a GEMM). dgi / dgh: gradients of the input / hidden pre-activations r, z, n.
+  for (int64_t b = 0; b < batch; ++b) {
+    const T* g = gates + b * 3 * hidden;
+    T* di = dgi + b * 3 * hidden;
+    T* dhg = dgh + b * 3 * hidden;
+    const int64_t row = b * hidden;
+    gru_row_back(g, g + hidden, g + 2 * hidden, gh_n + row, h_prev + row, dh + row, di,
+                 di + hidden, di + 2 * hidden, dhg, dhg + hidden, dhg + 2 * hidden, hidden);
+  }
+}
+
+// backward(family, grad_output (T, B, P), grad_state [dh_n] or [dh_n, dc_n], x, state,
+// weights..., has_bias, relu, reverse, output, saved, need_input_grad)
+// -> [dx (undefined unless need_input_grad), dh0, (dc0,) dw_ih, dw_hh, (db_ih, db_hh,) (dw_hr)].
+std::vector<Tensor> backward(const std::string& family_name, const Tensor& grad_out_in,
+                             const std::vector<Tensor>& grad_state, const Tensor& x_in, const std::vector<Tensor>& state,
+                             const Tensor& w_ih, const Tensor& w_hh, bool has_bias,
+                             const std::optional<Tensor>& w_hr, bool relu, bool reverse,
+                             const Tensor& out, const std::vector<Tensor>& saved, bool need_input_grad) {
+  const Layer L = describe(family_name, x_in, w_hh.size(0), w_hh.size(1), relu, reverse);
+  at::NoGradGuard no_grad;
+  const Tensor x = x_in.contiguous();
+  const Tensor grad_out = grad_out_in.contiguous();
+  const int64_t T_ = L.steps, B = L.batch, H = L.hidden, P = L.out_size, G = L.gates;
+  const std::vector<Tensor> initial = initial_state(L, state, x.options());
+  const Tensor h0 = initial[0];
+  const Tensor w_hh_c = w_hh.contiguous();
+
+  Tensor dh = grad_state[0].clone().contiguous();  // dL/dh of the step being processed
+  Tensor dgates = at::empty({T_, B, G}, x.options());
+  Tensor dgates_h, dc, dh_full, dhidden, c0, w_hr_c;
+  if (L.family == Family::kGru) dgates_h = at::empty({T_, B, G}, x.options());
+  if (L.family == Family::kLstm) {
+    c0 = initial[1];
+    dc = grad_state[1].clone().contiguous();
+    if (w_hr) {
+      w_hr_c = w_hr->contiguous();
+      dh_full = at::empty({B, H}, x.options());
+      dhidden = at::empty({T_, B, P}, x.options());  // dL/d(projected h_t), for dW_hr
+    }
+  }
+
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "rnnbench_fused_backward", [&] {
+    using T = scalar_t;
+    T* dhp = dh.data_ptr<T>();
+    T* dgp = dgates.data_ptr<T>();
+    const T* gop = grad_out.data_ptr<T>();
+    const T* outp = out.data_ptr<T>();
+    const T* whh = w_hh_c.data_ptr<T>();
+    auto run_rows = [&](int64_t b0, int64_t b1) {
+      const int64_t n = b1 - b0;
+      T* dh_rows = dhp + b0 * P;
+      for (int64_t s = T_ - 1; s >= 0; --s) {
+        const int64_t t = L.time(s), tp = L.previous(s);
+        const T* go = gop + (t * B + b0) * P;
+        for (int64_t i = 0; i < n * P; ++i) dh_rows[i] += go[i];
+        T* dg = dgp + (t * B + b0) * G;
+        switch (L.family) {
+          case Family::kRnn:
+            elman_step_back(dh_rows, outp + (t * B + b0) * H, dg, n * H, L.relu);
+            matmul(dh_rows, dg, whh, n, G, P, /*accumulate=*/false);
+            break;
+          case Family::kLstm: {
+            const T* cellp = saved[1].data_ptr<T>();
+            T* dh_cell = dh_rows;
+            if (w_hr) {
+              std::copy(dh_rows, dh_rows + n * P, dhidden.data_ptr<T>() + (t * B + b0) * P);
+              dh_cell = dh_full.data_ptr<T>() + b0 * H;
+              matmul(dh_cell, dh_rows, w_hr_c.data_ptr<T>(), n, P, H, /*accumulate=*/false);
+            }
+            const T* c_prev = (tp < 0 ? c0.data_ptr<T>() : cellp + tp * B * H) + b0 * H;
+            lstm_step_back(saved[0].data_ptr<T>() + (t * B + b0) * G, cellp + (t * B + b0) * H,
+                           c_prev, dh_cell, dc.data_ptr<T>() + b0 * H, dg, n, H);
+            matmul(dh_rows, dg, whh, n, G, P, /*accumulate=*/false);
+            break;
+          }
+          case Family::kGru: {
+            T* dgh = dgates_h.data_ptr<T>() + (t * B + b0) * G;
+            const T* h_prev = (tp < 0 ? h0.data_ptr<T>() : outp + tp * B * H) + b0 * H;
+            gru_step_back(saved[0].data_ptr<T>() + (t * B + b0) * G,
+                          saved[1].data_ptr<T>() + (t * B + b0) * H, h_prev, dh_rows, dg, dgh, n, H);
+            matmul(dh_rows, dgh, whh, n, G, P, /*accumulate=*/true);
+            break;
+          }
+        }
+      }
+    };
+    for_batch_rows(B, run_rows);
+  });
+
+  // Whole-sequence GEMMs. The hidden-side gradient pairs each step's gradient with the state
+  // before it: h0 for the first step processed, the previous output for the others.
+  const Tensor dg_h = L.family == Family::kGru ? dgates_h : dgates;
+  const int64_t first = L.time(0);
+  Tensor dw_hh = at::mm(dg_h[first].t(), h0);
+  if (T_ > 1) {
+    const Tensor later = reverse ? dg_h.narrow(0, 0, T_ - 1) : dg_h.narrow(0, 1, T_ - 1);
+    const Tensor before = reverse ? out.narrow(0, 1, T_ - 1) : out.narrow(0, 0, T_ - 1);
+    dw_hh.addmm_(later.reshape({-1, G}).t(), before.reshape({-1, P}));
+  }
+  const Tensor dg2d = dgates.view({T_ * B, G});
+  Tensor dx;
+  if (need_input_grad) dx = at::mm(dg2d, w_ih).view({T_, B, x.size(2)});
+  std::vector<Tensor> result{dx, dh};
+  if (L.family == Family::kLstm) result.push_back(dc);
+  result.push_back(at::mm(dg2d.t(), x.view({T_ * B, x.size(2)})));
+  result.push_back(dw_hh);
+  if (has_bias) {
+    result.push_back(dg2d.sum(0));
+    result.push_back(dg_h.view({T_ * B, G}).sum(0));
+  }
+  if (w_hr) {
+    result.push_back(at::mm(dhidden.view({T_ * B, P}).t(), saved[2].view({T_ * B, H})));
+  }
+  return result;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("forward", &forward, "one layer and direction, forward");
+  m.def("backward", &backward, "one layer and direction, backward");
+}

@@ -1,0 +1,313 @@
+"""The torchscript, compile and fused implementations against torch.nn, and what is specific to
+each: fused's C++ kernel paths and activations, compile's fixed-size chunks.
+
+torch.compile is slow to compile, so the compile rows are few and tiny, and every configuration
+is compiled once per session (its graphs are shared by all modules of the implementation).
+"""
+from __future__ import annotations
+
+import importlib
+import math
+import warnings
+
+import pytest
+import torch
+
+from rnnbench.reference import Config, io_shapes, param_shapes, tolerance
+
+NATIVE = {"rnn": torch.nn.RNN, "lstm": torch.nn.LSTM, "gru": torch.nn.GRU,
+          "rnn_cell": torch.nn.RNNCell, "lstm_cell": torch.nn.LSTMCell, "gru_cell": torch.nn.GRUCell}
+
+# (config, batch or None for unbatched, steps, h0 given). Sizes differ from each other so a
+# transposed weight or a swapped axis cannot go unnoticed.
+ROWS = [
+    (Config("rnn", 3, 5), 4, 6, True),
+    (Config("rnn", 3, 5, num_layers=2, bidirectional=True, nonlinearity="relu"), 2, 5, False),
+    (Config("lstm", 4, 7, num_layers=2, bidirectional=True, proj_size=3, batch_first=True), 3, 5, True),
+    (Config("lstm", 3, 5, bias=False), None, 6, False),
+    (Config("gru", 3, 5, num_layers=2, batch_first=True), 4, 6, True),
+    (Config("gru", 4, 6, bias=False, bidirectional=True), 1, 5, True),
+    (Config("rnn_cell", 3, 5, nonlinearity="relu"), 4, 1, True),
+    (Config("lstm_cell", 3, 5), None, 1, True),
+    (Config("gru_cell", 3, 5, bias=False), 1, 1, False),
+]
+# compile compiles every configuration (a GRU's forward and backward take tens of seconds): a
+# few rows cover its families, both directions and both chunk sizes the lengths here use.
+COMPILE_ROWS = [
+    (Config("rnn", 3, 5, bidirectional=True), 4, 5, True),  # chunks of 4 and 1, both directions
+    (Config("lstm", 4, 7, proj_size=3, batch_first=True), 3, 4, True),
+    (Config("gru", 3, 5), 2, 4, True),
+    ROWS[7],  # lstm_cell: a chunk of 1
+]
+FUSED_ONLY_ROWS = [  # the kernel's BLAS path (batch > 2) in both directions, and batch 0
+    (Config("gru", 3, 6, bidirectional=True), 5, 4, True),
+    (Config("rnn", 3, 5, bidirectional=True), 3, 4, True),
+    (Config("lstm", 3, 5, proj_size=2, bidirectional=True), 4, 3, True),
+    (Config("lstm", 3, 5), 0, 3, False),
+]
+
+
+def implementation(name):
+    impl = importlib.import_module(f"rnnbench.impls.{name}").IMPLEMENTATION
+    reason = impl.unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    return impl
+
+
+def row_id(row):
+    cfg, batch, steps, h0 = row
+    return f"{cfg.describe()} batch={batch} steps={steps} h0={h0}".replace(" ", "-")
+
+
+def flatten(structure):
+    """Tensors of a (nested) tuple output, in order."""
+    if isinstance(structure, torch.Tensor):
+        return [structure]
+    return [t for part in structure for t in flatten(part)]
+
+
+def run(module, cfg, inputs):
+    """Forward and the gradients of a fixed random projection of every output w.r.t. the input,
+    the initial state and every parameter."""
+    x, state = inputs
+    x = x.clone().requires_grad_()
+    state = [s.clone().requires_grad_() for s in state]
+    hx = None if not state else tuple(state) if cfg.family == "lstm" else state[0]
+    outputs = flatten(module(x, hx))
+    weights = torch.Generator().manual_seed(1)
+    loss = sum((out * torch.randn(out.shape, generator=weights, dtype=out.dtype)).sum()
+               for out in outputs)
+    grads = torch.autograd.grad(loss, [x, *state, *module.parameters()])
+    return outputs, grads
+
+
+def make_inputs(cfg, batch, steps, h0, dtype=torch.float64):
+    shapes = io_shapes(cfg, batch, steps)
+    names = ("h0", "c0") if cfg.family == "lstm" else ("h0",)
+    x = torch.randn(shapes["input"], dtype=dtype) + 0.5  # a nonzero mean, as the suite uses
+    return x, [torch.randn(shapes[name], dtype=dtype) for name in names] if h0 else []
+
+
+def assert_matches_native(impl, row):
+    cfg, batch, steps, h0 = row
+    torch.manual_seed(0)
+    native = NATIVE[cfg.kind](**cfg.constructor_kwargs(), dtype=torch.float64)
+    module = impl.constructor(cfg.kind)(**cfg.constructor_kwargs(), dtype=torch.float64)
+    assert [name for name, _ in module.named_parameters()] == list(param_shapes(cfg))
+    module.load_state_dict(native.state_dict())
+    inputs = make_inputs(cfg, batch, steps, h0)
+    expected_out, expected_grads = run(native, cfg, inputs)
+    actual_out, actual_grads = run(module, cfg, inputs)
+    layers = 1 if cfg.is_cell else cfg.num_layers
+    for kind, actual, expected in (("output", actual_out, expected_out),
+                                   ("gradient", actual_grads, expected_grads)):
+        tol = tolerance("float64", steps, layers, gradient=kind == "gradient")
+        assert len(actual) == len(expected)
+        for index, (a, e) in enumerate(zip(actual, expected)):
+            assert a.shape == e.shape, f"{kind} {index}: shape {tuple(a.shape)}, expected {tuple(e.shape)}"
+            assert tol.excess(a.detach(), e.detach()) <= 1, f"{kind} {index} differs beyond {tol}"
+
+
+@pytest.mark.parametrize("row", ROWS, ids=row_id)
+@pytest.mark.parametrize("name", ["torchscript", "fused"])
+def test_matches_torch_nn_in_float64(name, row):
+    assert_matches_native(implementation(name), row)
+
+
+@pytest.mark.parametrize("row", FUSED_ONLY_ROWS, ids=row_id)
+def test_fused_kernel_paths_match_torch_nn(row):
+    assert_matches_native(implementation("fused"), row)
+
+
+@pytest.mark.parametrize("kind", ["rnn", "lstm", "gru"])
+def test_fused_batch_split_between_threads_matches_torch_nn(kind):
+    # A batch of 20 on two threads runs as two halves of the batch, each its own time loop.
+    impl = implementation("fused")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        options = {"proj_size": 3} if kind == "lstm" else {}
+        assert_matches_native(impl, (Config(kind, 3, 5, bidirectional=True, **options), 20, 4, True))
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("row", COMPILE_ROWS, ids=row_id)
+def test_compile_matches_torch_nn_in_float64(row):
+    assert_matches_native(implementation("compile"), row)
+
+
+@pytest.mark.parametrize("batch", [1, 5])  # the plain loop and the BLAS path
+@pytest.mark.parametrize("gate", ["tanh", "sigmoid"])
+def test_fused_float32_activations_are_accurate(gate, batch):
+    # With W_hh = 0 and zero biases a GRU cell from h = 1 gives h' = z = sigmoid(x) when W_ih
+    # feeds x to the z gate only; an RNN cell with W_ih = I gives tanh(x). Inputs sweep the
+    # range where the approximations switch formulas and where they saturate.
+    impl = implementation("fused")
+    size = 64
+    kind = "rnn_cell" if gate == "tanh" else "gru_cell"
+    cell = impl.constructor(kind)(size, size)
+    blocks = [torch.eye(size)] if gate == "tanh" else [torch.zeros(size, size), torch.eye(size),
+                                                        torch.zeros(size, size)]
+    with torch.no_grad():
+        for name, parameter in cell.named_parameters():
+            parameter.copy_(torch.cat(blocks) if name == "weight_ih" else torch.zeros_like(parameter))
+    x = torch.linspace(-40, 40, batch * size).view(batch, size)
+    x[0, :8] = torch.tensor([0.0, 1e-30, -1e-8, 0.3999, 0.4001, -0.4, 87.5, -100.0])
+    h = cell(x, torch.ones(batch, size))
+    expected = getattr(torch, gate)(x.double())
+    ulps = ((h.double() - expected).abs() / torch.finfo(torch.float32).eps).max()
+    assert ulps <= 8 * (1 + expected.abs().max()), f"{gate} off by {ulps:.1f} float32 ulps"
+
+
+@pytest.mark.parametrize("name", ["torchscript", "fused"])
+def test_weights_changed_through_data_are_used(name):
+    # The kernels read weights in their own (transposed) layout; a change made any way, even
+    # through .data (which leaves the version counter alone), must reach them.
+    module = implementation(name).constructor("gru")(3, 5, dtype=torch.float64)
+    native = torch.nn.GRU(3, 5, dtype=torch.float64)
+    x = torch.randn(4, 2, 3, dtype=torch.float64)
+    with torch.no_grad():
+        module(x)
+        for ours, theirs in zip(module.parameters(), native.parameters()):
+            ours.data.copy_(theirs.data)
+        assert torch.allclose(module(x)[0], native(x)[0], rtol=0, atol=1e-12)
+
+
+def test_fused_backward_twice_with_retain_graph():
+    # The saved gate activations must not be overwritten by the first backward.
+    impl = implementation("fused")
+    module = impl.constructor("lstm")(3, 5, num_layers=2, dtype=torch.float64)
+    out, _ = module(torch.randn(4, 2, 3, dtype=torch.float64))
+    first = torch.autograd.grad(out.sum(), list(module.parameters()), retain_graph=True)
+    second = torch.autograd.grad(out.sum(), list(module.parameters()))
+    for a, b in zip(first, second):
+        assert torch.equal(a, b)
+
+
+def test_fused_rejects_what_its_kernel_cannot_run():
+    impl = implementation("fused")
+    assert {"float16", "bfloat16", "cuda"} <= impl.unsupported
+    module = impl.constructor("rnn")(3, 5, dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError, match="float32 and float64 only"):
+        module(torch.randn(2, 1, 3, dtype=torch.bfloat16))
+
+
+def test_fused_unavailable_without_compiler_says_why(monkeypatch):
+    from rnnbench.impls import fused
+
+    monkeypatch.setenv("CXX", "no-such-compiler-rnnbench")
+    reason = fused._build()
+    assert isinstance(reason, str) and "no-such-compiler-rnnbench" in reason
+    assert "\n" not in reason
+
+
+@pytest.mark.parametrize("name", ["torchscript", "compile", "fused"])
+def test_wrong_inputs_raise_like_torch_nn(name):
+    impl = implementation(name)
+    rnn = impl.constructor("gru")(3, 5, num_layers=2)
+    cell = impl.constructor("lstm_cell")(3, 5)
+    x = torch.randn(4, 2, 3)
+    for call, error in [
+        (lambda: rnn(torch.randn(4, 2, 3, 1)), ValueError),        # rank
+        (lambda: rnn(torch.randn(4, 2, 4)), RuntimeError),         # input size
+        (lambda: rnn(x, torch.zeros(2, 1, 5)), RuntimeError),      # h0 batch: never broadcast
+        (lambda: rnn(x, torch.zeros(2, 5)), RuntimeError),         # h0 rank
+        (lambda: rnn(x.double()), ValueError),                     # dtype
+        (lambda: rnn(torch.randn(0, 2, 3)), RuntimeError),         # no time steps
+        (lambda: cell(torch.randn(2, 3), torch.zeros(2, 5)), TypeError),  # LSTM state not a pair
+        (lambda: cell(torch.randn(2, 3), (torch.zeros(2, 5), torch.zeros(1, 5))), RuntimeError),
+    ]:
+        with pytest.raises(error):
+            call()
+
+
+@pytest.mark.parametrize("name", ["torchscript", "fused"])
+def test_input_and_state_are_not_modified(name):
+    module = implementation(name).constructor("lstm")(3, 5, bidirectional=True)
+    x, h0, c0 = torch.randn(4, 2, 3), torch.randn(2, 2, 5), torch.randn(2, 2, 5)
+    copies = [t.clone() for t in (x, h0, c0)]
+    out, _ = module(x, (h0, c0))
+    out.sum().backward()
+    for original, copy in zip((x, h0, c0), copies):
+        assert torch.equal(original, copy)
+
+
+@pytest.mark.parametrize("name", ["torchscript", "compile", "fused"])
+def test_dropout_only_between_layers_in_training(name):
+    # All-ones weights, ReLU: a deterministic output in eval; training drops whole units of the
+    # layer-0 output, so the two differ, while a one-layer module ignores dropout.
+    impl = implementation(name)
+    two = impl.constructor("rnn")(4, 4, num_layers=2, nonlinearity="relu", dropout=0.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torch.nn warns: dropout with one layer
+        one = impl.constructor("rnn")(4, 4, nonlinearity="relu", dropout=0.5)
+    for module in (two, one):
+        for parameter in module.parameters():
+            torch.nn.init.constant_(parameter, 0.1)
+    x = torch.ones(3, 64, 4)
+    with torch.no_grad():
+        evaluated = two.eval()(x)[0]
+        trained = two.train()(x)[0]
+        assert torch.equal(evaluated, two.eval()(x)[0])
+        assert not torch.equal(evaluated, trained)
+        assert torch.equal(one.train()(x)[0], one.eval()(x)[0])
+
+
+def test_torchscript_is_quiet():
+    impl = implementation("torchscript")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        module = impl.constructor("gru")(3, 5)
+        module(torch.randn(4, 2, 3))
+    assert not [w for w in caught if issubclass(w.category, (DeprecationWarning, FutureWarning))]
+
+
+@pytest.mark.parametrize("steps", [1, 4, 15, 16, 17, 100])
+def test_compile_chunks_cover_the_sequence_with_fixed_sizes(steps):
+    from rnnbench.impls import compile as compiled
+
+    sizes = compiled.chunks(steps)
+    assert sum(sizes) == steps
+    assert set(sizes) <= set(compiled.CHUNK_SIZES)
+    assert sizes == sorted(sizes, reverse=True)
+
+
+def test_compile_does_not_recompile_for_new_sequence_lengths():
+    from torch._dynamo.utils import counters
+
+    impl = implementation("compile")
+    from rnnbench.impls.compile import CHUNK_SIZES
+
+    module = impl.constructor("rnn")(3, 5)
+    every_size = sum(CHUNK_SIZES)  # one chunk of each size: every graph this config needs
+    with torch.no_grad():
+        module(torch.randn(every_size, 2, 3))
+        compiled = counters["stats"]["unique_graphs"]
+        for steps in (1, 2 * every_size + 3, 5 * max(CHUNK_SIZES) + 1):
+            module(torch.randn(steps, 2, 3))
+    assert counters["stats"]["unique_graphs"] == compiled
+    assert compiled > 0  # the counter does count this implementation's graphs
+
+
+def test_modules_pickle_and_copy():
+    import copy
+    import pickle
+
+    for name in ("torchscript", "compile", "fused"):
+        module = importlib.import_module(f"rnnbench.impls.{name}").IMPLEMENTATION.constructor("lstm")(3, 5)
+        for clone in (pickle.loads(pickle.dumps(module)), copy.deepcopy(module)):
+            assert type(clone) is type(module)
+            assert all(torch.equal(a, b) for a, b in zip(clone.parameters(), module.parameters()))
+
+
+def test_init_bound_is_one_over_sqrt_hidden():
+    # The spec's distribution, not the implementation's: each parameter spans most of
+    # [-1/sqrt(H), 1/sqrt(H)] and never leaves it.
+    for name in ("torchscript", "compile", "fused"):
+        module = importlib.import_module(f"rnnbench.impls.{name}").IMPLEMENTATION.constructor("gru")(8, 16)
+        bound = 1 / math.sqrt(16)
+        values = torch.cat([p.detach().flatten() for p in module.parameters()])
+        assert values.abs().max() <= bound
+        assert values.min() < -0.9 * bound and values.max() > 0.9 * bound

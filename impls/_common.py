@@ -128,7 +128,8 @@ class Recurrent(nn.Module):
         if self.config.family == "lstm":
             if not (isinstance(hx, (tuple, list)) and len(hx) == 2
                     and all(isinstance(t, Tensor) for t in hx)):
-                raise TypeError(f"hx must be a tuple (h0, c0) of tensors or None, got {type(hx).__name__}")
+                raise TypeError("hx must be a tuple (h0, c0) of tensors or None, got "
+                                f"{type(hx).__name__}")
             given = tuple(hx)
         elif isinstance(hx, Tensor):
             given = (hx,)
@@ -156,13 +157,15 @@ class Cell(Recurrent):
     def forward(self, input: Tensor, hx=None):
         rank = input.dim()
         if rank != 2 and rank != 1:
-            raise ValueError(f"{type(self).__name__}: Expected input to be 1D or 2D, got {rank}D instead")
+            raise ValueError(f"{type(self).__name__}: Expected input to be 1D or 2D, got {rank}D "
+                             "instead")
         state = None if hx is None else self._given_state(
             hx, ValueError, (1, 2), f"{type(self).__name__}: Expected hidden to be 1D or 2D")
         self._check_input(input, RuntimeError)
         batched = rank == 2
         if state is not None:
-            self._check_state(state, input, _shapes(self.config, input.shape[0] if batched else None, 1))
+            batch = input.shape[0] if batched else None
+            self._check_state(state, input, _shapes(self.config, batch, 1))
             if not batched:
                 state = tuple(s.unsqueeze(0) for s in state)
         if not batched:  # compute with a batch of one, then drop that axis again

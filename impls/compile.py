@@ -7,8 +7,7 @@ measured, see /work/shared/anchors.md). So a sequence runs as chunks of CHUNK_SI
 largest first (100 steps = 6 x 16 + 1 x 4): at most len(CHUNK_SIZES) graphs per configuration,
 whatever the length, each unrolling a fixed number of steps. Each chunk's input projection is
 one eager GEMM before its compiled steps. A cell is a sequence of one step (the same graph).
-Inductor generates the wrapper around a graph's kernels in C++ (cpp_wrapper): the default Python
-wrapper costs several microseconds per op, per time step.
+See INDUCTOR_OPTIONS for what makes the compiled steps as fast as eager ones.
 
 Compiled graphs are torch.compile's, cached per process and shared by every module of this
 implementation: the first call of a configuration (family, options, dtype, grad mode) pays the
@@ -25,7 +24,8 @@ from typing import Optional
 import torch
 
 from rnnbench.impls import _loop
-from rnnbench.impls._common import Backend, State, Weights, module_classes, transposed_storage, zero_state
+from rnnbench.impls._common import (Backend, State, Weights, module_classes, transposed_storage,
+                                    zero_state)
 from rnnbench.impls.base import Implementation
 
 CHUNK_SIZES = (16, 4, 1)
@@ -47,11 +47,23 @@ def _recompile_budget():
         config.recompile_limit = saved
 
 
+# Inductor options, for these graphs only:
+# - cpp_wrapper: the code around a graph's kernels in C++ (7% faster per chunk than the default
+#   Python wrapper at workload (a), 15% at batch 1: a chunk runs a few ops per time step);
+# - cpp.use_decompose_tanh: tanh(x) = 2 / (1 + exp(-2x)) - 1, the form Inductor used before it
+#   switched to Sleef's tanh, which runs at a third of the speed here (measured); the
+#   decomposition's error (absolute, ~1e-7 in float32) is far inside the tolerance policy;
+# - cpp.min_chunk_size: ATen's grain size, so a time step's pointwise kernel (batch x hidden
+#   elements) runs on one thread as in eager mode, instead of one OpenMP fork/join per step
+#   (512 by default).
+INDUCTOR_OPTIONS = {"cpp_wrapper": True, "cpp.use_decompose_tanh": True,
+                    "cpp.min_chunk_size": 32768}
+
+
 @functools.cache
 def _compiled():
     """run_steps compiled, created on first use: importing torch._dynamo is slow."""
-    return torch.compile(_loop.run_steps, fullgraph=True,
-                         options={"cpp_wrapper": True, "cpp.use_decompose_tanh": True})
+    return torch.compile(_loop.run_steps, fullgraph=True, options=INDUCTOR_OPTIONS)
 
 
 def reset() -> None:
@@ -120,7 +132,7 @@ globals().update({cls.__name__: cls for cls in KINDS.values()})  # so instances 
 IMPLEMENTATION = Implementation(
     name="compile",
     kinds=KINDS,
-    description=f"torch.compile (Inductor) of chunks of {'/'.join(map(str, CHUNK_SIZES))} steps "
-                "after an eager input GEMM; compile time independent of sequence length",
+    description=f"torch.compile (Inductor) of chunks of {'/'.join(map(str, CHUNK_SIZES))} steps, "
+                "each after an eager input GEMM; compile time independent of sequence length",
     availability=availability,
 )

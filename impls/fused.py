@@ -4,14 +4,17 @@ What makes it fast (measured against torch.nn on CPU, see the issue's speed goal
 
 - the input projection of all time steps is one GEMM before the loop ("premul"), and outputs
   are written in place into that buffer, so the loop does one small GEMM per step;
-- the loop runs in C++ (`fused_kernels.cpp`), with W_hh transposed once so each step's GEMM
-  reads it row-major, and at batch 1 a plain vectorised loop instead of a BLAS call;
+- the loop runs in C++ (`fused_kernels.cpp`): no per-step Python or dispatcher cost, at batch 1
+  a plain vectorised loop instead of a BLAS call, and a large batch split between threads,
+  each running the whole time loop on its rows (no synchronisation per step);
+- weights are stored transposed (`_common.transposed_storage`), the layout every GEMM reads;
 - backward is hand-written (a custom autograd.Function): one small GEMM per step, then the
   weight, bias and input gradients each as one GEMM over all time steps.
 
 The kernel is built with torch.utils.cpp_extension on first use (about a minute) into torch's
 extension cache (TORCH_EXTENSIONS_DIR, default ~/.cache/torch_extensions) and reused after that.
-Without a C++ compiler or ninja the implementation is unavailable and says why.
+It is built for the building machine's CPU (-march=native): give machines with different CPUs
+different caches. Without a C++ compiler or ninja the implementation is unavailable and says why.
 """
 from __future__ import annotations
 
@@ -133,8 +136,8 @@ globals().update({cls.__name__: cls for cls in KINDS.values()})  # so instances 
 IMPLEMENTATION = Implementation(
     name="fused",
     kinds=KINDS,
-    description="C++ kernels (built on first use): premul GEMM, in-place outputs, hand-written "
-                "backward with whole-sequence weight GEMMs",
+    description="C++ kernels (built on first use): premul GEMM, in-place outputs, batch split "
+                "between threads, hand-written backward with whole-sequence weight GEMMs",
     unsupported=frozenset({"float16", "bfloat16", "cuda"}),
     availability=availability,
 )

@@ -463,8 +463,8 @@ std::vector<Tensor> forward(const std::string& family_name, const Tensor& x_in,
   auto final_of = [&](const Tensor& steps, int64_t width) {
     Tensor final = at::empty({B, width}, options);
     if (final.numel() == 0) return final;
-    std::memcpy(final.data_ptr(), static_cast<char*>(steps.data_ptr()) + last * B * width * x.element_size(),
-                B * width * x.element_size());
+    const int64_t bytes = B * width * x.element_size();
+    std::memcpy(final.data_ptr(), static_cast<char*>(steps.data_ptr()) + last * bytes, bytes);
     return final;
   };
   std::vector<Tensor> result{out, final_of(out, P)};
@@ -559,10 +559,12 @@ void gru_step_back(const T* gates, const T* gh_n, const T* h_prev, T* dh, T* dgi
 // weights..., has_bias, relu, reverse, output, saved, need_input_grad)
 // -> [dx (undefined unless need_input_grad), dh0, (dc0,) dw_ih, dw_hh, (db_ih, db_hh,) (dw_hr)].
 std::vector<Tensor> backward(const std::string& family_name, const Tensor& grad_out_in,
-                             const std::vector<Tensor>& grad_state, const Tensor& x_in, const std::vector<Tensor>& state,
+                             const std::vector<Tensor>& grad_state, const Tensor& x_in,
+                             const std::vector<Tensor>& state,
                              const Tensor& w_ih, const Tensor& w_hh, bool has_bias,
                              const std::optional<Tensor>& w_hr, bool relu, bool reverse,
-                             const Tensor& out, const std::vector<Tensor>& saved, bool need_input_grad) {
+                             const Tensor& out, const std::vector<Tensor>& saved,
+                             bool need_input_grad) {
   const Layer L = describe(family_name, x_in, w_hh.size(0), w_hh.size(1), relu, reverse);
   at::NoGradGuard no_grad;
   const Tensor x = x_in.contiguous();

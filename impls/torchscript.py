@@ -11,7 +11,8 @@ import warnings
 from typing import Optional
 
 from rnnbench.impls import _loop
-from rnnbench.impls._common import Backend, State, Weights, module_classes, transposed_storage, zero_state
+from rnnbench.impls._common import (Backend, State, Weights, module_classes, transposed_storage,
+                                    zero_state)
 from rnnbench.impls.base import Implementation
 
 

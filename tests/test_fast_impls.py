@@ -105,7 +105,7 @@ def assert_matches_native(impl, row):
         tol = tolerance("float64", steps, layers, gradient=kind == "gradient")
         assert len(actual) == len(expected)
         for index, (a, e) in enumerate(zip(actual, expected)):
-            assert a.shape == e.shape, f"{kind} {index}: shape {tuple(a.shape)}, expected {tuple(e.shape)}"
+            assert a.shape == e.shape, f"{kind} {index}: shape {tuple(a.shape)}, not {tuple(e.shape)}"
             assert tol.excess(a.detach(), e.detach()) <= 1, f"{kind} {index} differs beyond {tol}"
 
 
@@ -299,7 +299,7 @@ def test_modules_pickle_and_copy():
     import pickle
 
     for name in ("torchscript", "compile", "fused"):
-        module = importlib.import_module(f"rnnbench.impls.{name}").IMPLEMENTATION.constructor("lstm")(3, 5)
+        module = implementation(name).constructor("lstm")(3, 5)
         for clone in (pickle.loads(pickle.dumps(module)), copy.deepcopy(module)):
             assert type(clone) is type(module)
             assert all(torch.equal(a, b) for a, b in zip(clone.parameters(), module.parameters()))
@@ -309,7 +309,7 @@ def test_init_bound_is_one_over_sqrt_hidden():
     # The spec's distribution, not the implementation's: each parameter spans most of
     # [-1/sqrt(H), 1/sqrt(H)] and never leaves it.
     for name in ("torchscript", "compile", "fused"):
-        module = importlib.import_module(f"rnnbench.impls.{name}").IMPLEMENTATION.constructor("gru")(8, 16)
+        module = implementation(name).constructor("gru")(8, 16)
         bound = 1 / math.sqrt(16)
         values = torch.cat([p.detach().flatten() for p in module.parameters()])
         assert values.abs().max() <= bound

@@ -3,17 +3,20 @@ chunks of time steps.
 
 Compiling the whole unrolled loop makes compile time grow with the sequence length and
 recompiles for every new length; compiling one step costs more per call than it saves (both
-measured, see /work/shared/anchors.md). So a sequence runs as chunks of CHUNK_SIZES steps,
-largest first (100 steps = 6 x 16 + 1 x 4): at most len(CHUNK_SIZES) graphs per configuration,
-whatever the length, each unrolling a fixed number of steps. Each chunk's input projection is
-one eager GEMM before its compiled steps. A cell is a sequence of one step (the same graph).
+measured, see /work/shared/anchors.md). So a sequence runs as compiled chunks of CHUNK_SIZES
+steps, largest first, and the few steps left over (fewer than the smallest chunk) run the same
+loop eagerly: 100 steps = 6 x 16 + 1 x 4, 50 steps = 3 x 16 + 2 eager steps. That is at most
+len(CHUNK_SIZES) graphs per configuration, whatever the length, each unrolling a fixed number of
+steps. A cell is one step, so cells run eagerly: there is no compiled code worth its call cost.
+Each chunk's input projection is one eager GEMM before its compiled steps.
 See INDUCTOR_OPTIONS for what makes the compiled steps as fast as eager ones.
 
 Compiled graphs are torch.compile's, cached per process and shared by every module of this
 implementation: the first call of a configuration (family, options, dtype, grad mode) pays the
 compile, later modules with the same configuration reuse it. To measure a cold first call again
 in the same process, call `reset()`; Inductor's on-disk cache still shortens the recompile unless
-TORCHINDUCTOR_FORCE_DISABLE_CACHES=1 is set.
+TORCHINDUCTOR_FORCE_DISABLE_CACHES=1 is set (`rnnbench coldstart` runs each first call in a
+fresh process with an empty cache).
 """
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ from rnnbench.impls._common import (Backend, State, Weights, module_classes, tra
                                     zero_state)
 from rnnbench.impls.base import Implementation
 
-CHUNK_SIZES = (16, 4, 1)
+CHUNK_SIZES = (16, 4)
 # Graphs one compiled function may hold; torch's default (8) is below the number of
 # configurations (family, nonlinearity, bias, projection, direction, chunk size, dtype, grad mode)
 # one process can meet, and past it torch falls back to eager. Raised only around our own calls.
@@ -48,16 +51,17 @@ def _recompile_budget():
 
 
 # Inductor options, for these graphs only:
-# - cpp_wrapper: the code around a graph's kernels in C++ (7% faster per chunk than the default
-#   Python wrapper at workload (a), 15% at batch 1: a chunk runs a few ops per time step);
+# - no cpp_wrapper: a C++ wrapper per graph was 7% faster per chunk in isolation, but made no
+#   difference over whole sequences at workloads (a) and (b) (0.97x vs 0.99x and 0.97x vs 0.97x of
+#   native, side by side) while doubling cold compile time (165 rnn conformance checks from an
+#   empty cache: 270 s with it, 122 s without), since each graph becomes a 5-second gcc build;
 # - cpp.use_decompose_tanh: tanh(x) = 2 / (1 + exp(-2x)) - 1, the form Inductor used before it
 #   switched to Sleef's tanh, which runs at a third of the speed here (measured); the
 #   decomposition's error (absolute, ~1e-7 in float32) is far inside the tolerance policy;
 # - cpp.min_chunk_size: ATen's grain size, so a time step's pointwise kernel (batch x hidden
 #   elements) runs on one thread as in eager mode, instead of one OpenMP fork/join per step
 #   (512 by default).
-INDUCTOR_OPTIONS = {"cpp_wrapper": True, "cpp.use_decompose_tanh": True,
-                    "cpp.min_chunk_size": 32768}
+INDUCTOR_OPTIONS = {"cpp.use_decompose_tanh": True, "cpp.min_chunk_size": 32768}
 
 
 @functools.cache
@@ -73,12 +77,13 @@ def reset() -> None:
 
 
 def chunks(steps: int) -> list[int]:
-    """The chunk sizes a sequence of `steps` runs as, in order: largest first."""
+    """The pieces a sequence of `steps` runs as, in order: compiled chunks of CHUNK_SIZES, largest
+    first, then the remainder (fewer steps than the smallest chunk, run eagerly) if any."""
     sizes = []
     for size in CHUNK_SIZES:
         count, steps = divmod(steps, size)
         sizes += [size] * count
-    return sizes
+    return sizes + [steps] if steps else sizes
 
 
 def availability() -> str | None:
@@ -98,7 +103,7 @@ class CompiledBackend(Backend):
     def layer(self, family: str, x, state: Optional[State], weights: Weights, relu: bool,
               reverse: bool):
         w_ih, w_hh, b_ih, b_hh, w_hr = weights
-        run_steps = _compiled()
+        compiled = _compiled()
         w_hh_t = w_hh.t().contiguous()
         w_hr_t = None if w_hr is None else w_hr.t().contiguous()
         b_hh_step = b_hh if family == "gru" else None
@@ -115,7 +120,11 @@ class CompiledBackend(Backend):
                 gx = _loop.project_input(family, x.narrow(0, position, size), w_ih, b_ih, b_hh)
                 # The chunk length is part of the graph (its steps are unrolled): keep it static,
                 # or torch.compile would make it symbolic after the second size and fail.
-                torch._dynamo.mark_static(gx, 0)
+                if size in CHUNK_SIZES:
+                    torch._dynamo.mark_static(gx, 0)
+                    run_steps = compiled
+                else:  # the leftover steps
+                    run_steps = _loop.run_steps
                 output, state = run_steps(family, gx, state, w_hh_t, b_hh_step, w_hr_t, relu, reverse)
                 outputs.append(output)
                 if not reverse:
@@ -133,6 +142,7 @@ IMPLEMENTATION = Implementation(
     name="compile",
     kinds=KINDS,
     description=f"torch.compile (Inductor) of chunks of {'/'.join(map(str, CHUNK_SIZES))} steps, "
-                "each after an eager input GEMM; compile time independent of sequence length",
+                "each after an eager input GEMM, leftover steps and cells eager; compile time "
+                "independent of sequence length",
     availability=availability,
 )

@@ -20,6 +20,7 @@ COMMANDS = {
     "list": "list implementations, their kinds and availability",
     "conform": "run the conformance checks on an implementation",
     "bench": "time implementations side by side on named workloads",
+    "coldstart": "first-call (compile) time against sequence length, each in a fresh process",
     "report": "render results as Markdown and HTML with plots",
     "compare": "compare two benchmark runs and fail on a regression",
 }

@@ -1,0 +1,83 @@
+"""`rnnbench coldstart`: each length's first call in a fresh process, failures kept as results."""
+import json
+
+import pytest
+
+from rnnbench import cli
+from rnnbench.benchmarks.cold_start import cold_start
+from rnnbench.benchmarks.workloads import workload_from_dict
+
+PAUSE_S = 1.0
+
+IMPLS_FILE = f"""
+import time
+from torch import nn
+from rnnbench.impls.base import Implementation
+
+_called = []
+
+class SlowFirstCall(nn.RNN):
+    # Stands in for a compiler: the first call in a process pays PAUSE_S, later ones do not.
+    def forward(self, x, *args):
+        if not _called:
+            _called.append(True)
+            time.sleep({PAUSE_S})
+        return super().forward(x, *args)
+
+class ExplodesWhenLong(nn.RNN):
+    def forward(self, x, *args):
+        if x.shape[0] > 3:
+            raise RuntimeError("sequence too long for this kernel")
+        return super().forward(x, *args)
+
+SLOW = Implementation(name="slow", kinds={{"rnn": SlowFirstCall}})
+LONG = Implementation(name="long", kinds={{"rnn": ExplodesWhenLong}})
+"""
+
+TINY = {"name": "tiny", "config": {"kind": "rnn", "input_size": 2, "hidden_size": 3},
+        "batch": 2, "steps": 1, "metrics": ["forward"]}
+
+
+@pytest.fixture
+def impls_file(tmp_path):
+    path = tmp_path / "mine.py"
+    path.write_text(IMPLS_FILE)
+    return path
+
+
+def test_every_length_pays_its_first_call_in_a_fresh_process(impls_file):
+    results = cold_start(f"{impls_file}:SLOW", workload_from_dict(TINY), [4, 2], threads=1)
+    assert [r["steps"] for r in results] == [2, 4]  # shortest first: the ratios' base
+    assert all(r["status"] == "ok" for r in results)
+    # Had the lengths shared a process, only the first would have paused.
+    assert all(r["first_call_s"] >= PAUSE_S > r["second_call_s"] for r in results)
+    assert results[0]["ratio"] == 1.0
+    assert results[1]["ratio"] == pytest.approx(results[1]["first_call_s"] / results[0]["first_call_s"])
+
+
+def test_a_failing_length_is_a_result_and_the_others_still_run(impls_file, tmp_path, capsys):
+    workload = tmp_path / "tiny.json"
+    workload.write_text(json.dumps({"workloads": [TINY]}))
+    out = tmp_path / "cold.json"
+    code = cli.main(["coldstart", "--impl", f"{impls_file}:LONG", "--workload", str(workload),
+                     "--steps", "2,5", "--threads", "1", "--json", str(out)])
+    assert code == 1
+    results = json.loads(out.read_text())["results"]
+    assert [(r["steps"], r["status"]) for r in results] == [(2, "ok"), (5, "failed")]
+    assert "sequence too long for this kernel" in results[1]["reason"]
+    assert "sequence too long" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--steps", "25,x"], "--steps must be comma-separated whole numbers"),
+    (["--steps", "0"], "at least 1"),
+    (["--impl", "no-such-impl"], "unknown implementation"),
+    (["--name", "nope"], "no workload named 'nope'"),
+    (["--impl", "implicit"], "implicit provides no 'rnn'"),
+    (["--preset", "quick", "--name", "gru_cell-64"], "a cell has no sequence length"),
+    (["--threads", "0"], "--threads must be at least 1"),
+])
+def test_coldstart_usage_errors_exit_2_with_one_line(argv, message, capsys):
+    assert cli.main(["coldstart", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err and "Traceback" not in err

@@ -1,7 +1,8 @@
 """The recurrence as a loop of torch ops, written once for TorchScript and torch.compile.
 
-Both compile these functions (torchscript.py scripts them, compile.py traces them), so they use
-only what both accept: type annotations, `List[Tensor]` states ([h] or [h, c]), no closures.
+Both compile these functions (torchscript.py scripts `run_layer`, compile.py traces `step`), so
+they use only what both accept: type annotations, `List[Tensor]` states ([h] or [h, c]), no
+closures.
 The speed-relevant choices, measured on CPU (see /work/shared/anchors.md):
 
 - `project_input`: the input projection of every step in one GEMM before the loop ("premul"),

@@ -1,5 +1,5 @@
-"""compile: the loop of _loop.py compiled with torch.compile (Inductor, C++ on CPU) in fixed-size
-chunks of time steps.
+"""compile: the time steps of _loop.py compiled with torch.compile (Inductor, C++ on CPU) in
+fixed-size chunks.
 
 Compiling the whole unrolled loop makes compile time grow with the sequence length and
 recompiles for every new length; compiling one step costs more per call than it saves (both
@@ -16,8 +16,7 @@ slice sits at its own constant offset, which Inductor writes into that step's C+
 every step got a kernel of its own source, each built by gcc: a GRU over 20 steps (chunks of 16
 and 4) with its backward made 38 kernels. With a tensor per step the steps' kernels are the same
 source and Inductor builds each once: 7 kernels, and a cold first forward+backward of 34 s
-instead of 72 s.
-Inputs that are views at different offsets of one tensor do not recompile: torch.compile does
+instead of 72 s. Inputs that are views at different offsets of one tensor do not recompile: torch.compile does
 not guard on storage offsets here (tests/test_fast_impls.py checks it).
 See INDUCTOR_OPTIONS for what makes the compiled steps as fast as eager ones.
 

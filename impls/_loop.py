@@ -1,8 +1,8 @@
 """The recurrence as a loop of torch ops, written once for TorchScript and torch.compile.
 
-Both compile these functions (torchscript.py scripts `run_layer`, compile.py traces `step`), so
-they use only what both accept: type annotations, `List[Tensor]` states ([h] or [h, c]), no
-closures.
+Both compile these functions (torchscript.py scripts `run_layer`, compile.py traces
+`run_list`), so they use only what both accept: type annotations, `List[Tensor]` states ([h] or
+[h, c]), no closures.
 The speed-relevant choices, measured on CPU (see /work/shared/anchors.md):
 
 - `project_input`: the input projection of every step in one GEMM before the loop ("premul"),
@@ -54,6 +54,18 @@ def step(family: str, gx: Tensor, state: List[Tensor], w_hh_t: Tensor, b_hh: Opt
     return [n + z * (h - n)]  # (1 - z) * n + z * h
 
 
+def run_list(family: str, inputs: List[Tensor], state: List[Tensor], w_hh_t: Tensor,
+             b_hh: Optional[Tensor], w_hr_t: Optional[Tensor], relu: bool
+             ) -> Tuple[List[Tensor], List[Tensor]]:
+    """`step` over the steps' projected inputs in the order given; each step's output and the
+    final state."""
+    outputs: List[Tensor] = []
+    for g in inputs:
+        state = step(family, g, state, w_hh_t, b_hh, w_hr_t, relu)
+        outputs.append(state[0])
+    return outputs, state
+
+
 def run_steps(family: str, gx: Tensor, state: List[Tensor], w_hh_t: Tensor,
               b_hh: Optional[Tensor], w_hr_t: Optional[Tensor], relu: bool,
               reverse: bool) -> Tuple[Tensor, List[Tensor]]:
@@ -62,10 +74,7 @@ def run_steps(family: str, gx: Tensor, state: List[Tensor], w_hh_t: Tensor,
     inputs = gx.unbind(0)
     if reverse:
         inputs = inputs[::-1]
-    outputs: List[Tensor] = []
-    for g in inputs:
-        state = step(family, g, state, w_hh_t, b_hh, w_hr_t, relu)
-        outputs.append(state[0])
+    outputs, state = run_list(family, inputs, state, w_hh_t, b_hh, w_hr_t, relu)
     if reverse:
         outputs.reverse()
     return torch.stack(outputs), state

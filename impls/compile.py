@@ -15,9 +15,10 @@ one (steps, batch, gates) tensor in and one stacked tensor out. In a single tens
 slice sits at its own constant offset, which Inductor writes into that step's C++ kernel, so
 every step got a kernel of its own source, each built by gcc: a GRU over 20 steps (chunks of 16
 and 4) with its backward made 38 kernels. With a tensor per step the steps' kernels are the same
-source and Inductor builds each once: 7 kernels, and a cold first forward+backward of 34 s
-instead of 72 s. Inputs that are views at different offsets of one tensor do not recompile: torch.compile does
-not guard on storage offsets here (tests/test_fast_impls.py checks it).
+source and Inductor builds each once: 7 kernels, and cold first calls (`rnnbench coldstart`) of
+23 s instead of 42 s forward, 37 s instead of 67 s forward+backward. Inputs that are views at
+different offsets of one tensor do not recompile: torch.compile does not guard on storage
+offsets here (tests/test_fast_impls.py checks it).
 See INDUCTOR_OPTIONS for what makes the compiled steps as fast as eager ones.
 
 Compiled graphs are torch.compile's, cached per process and shared by every module of this
@@ -31,10 +32,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from typing import List, Optional, Tuple
+from typing import Optional
 
 import torch
-from torch import Tensor
 
 from rnnbench.impls import _loop
 from rnnbench.impls._common import (Backend, State, Weights, module_classes, transposed_storage,
@@ -74,22 +74,10 @@ def _recompile_budget():
 INDUCTOR_OPTIONS = {"cpp.use_decompose_tanh": True, "cpp.min_chunk_size": 32768}
 
 
-def run_chunk(family: str, inputs: List[Tensor], state: List[Tensor], w_hh_t: Tensor,
-              b_hh: Optional[Tensor], w_hr_t: Optional[Tensor], relu: bool
-              ) -> Tuple[List[Tensor], List[Tensor]]:
-    """`_loop.step` over the steps' projected inputs, in the order given; each step's output and
-    the final state."""
-    outputs: List[Tensor] = []
-    for gx in inputs:
-        state = _loop.step(family, gx, state, w_hh_t, b_hh, w_hr_t, relu)
-        outputs.append(state[0])
-    return outputs, state
-
-
 @functools.cache
 def _compiled():
-    """run_chunk compiled, created on first use: importing torch._dynamo is slow."""
-    return torch.compile(run_chunk, fullgraph=True, options=INDUCTOR_OPTIONS)
+    """_loop.run_list compiled, created on first use: importing torch._dynamo is slow."""
+    return torch.compile(_loop.run_list, fullgraph=True, options=INDUCTOR_OPTIONS)
 
 
 def reset() -> None:
@@ -135,7 +123,8 @@ class CompiledBackend(Backend):
         outputs, position = [], 0
         with _recompile_budget():
             for size in chunks(len(inputs)):
-                run = compiled if size in CHUNK_SIZES else run_chunk  # the leftover steps: eager
+                # The leftover steps (fewer than a chunk) run eagerly.
+                run = compiled if size in CHUNK_SIZES else _loop.run_list
                 chunk_outputs, state = run(family, list(inputs[position:position + size]), state,
                                            w_hh_t, b_hh_step, w_hr_t, relu)
                 outputs += chunk_outputs

@@ -18,7 +18,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from rnnbench.benchmarks.workloads import Workload
 from rnnbench.impls.registry import one_line
@@ -28,10 +28,12 @@ TIMEOUT_S = 600.0
 
 
 def cold_start(target: str, workload: Workload, steps: Sequence[int], threads: int,
-               timeout_s: float = TIMEOUT_S) -> list[dict]:
+               timeout_s: float = TIMEOUT_S,
+               checkpoint: Callable[[list[dict]], None] | None = None) -> list[dict]:
     """One result per (steps, metric of `workload`): first_call_s, second_call_s and the ratio
     of first_call_s to the shortest length's. A child that fails or times out gives a result
-    with status "failed" and the reason; the other lengths still run."""
+    with status "failed" and the reason; the other lengths still run. `checkpoint` gets the
+    results so far after each one, so an interrupted run can keep them."""
     results = []
     for length in sorted(steps):
         sized = dataclasses.replace(workload, steps=length, name=f"{workload.name}-t{length}")
@@ -44,7 +46,9 @@ def cold_start(target: str, workload: Workload, steps: Sequence[int], threads: i
             except ChildFailed as exc:
                 result.update(status="failed", reason=str(exc))
             results.append(result)
-    _ratios(results)
+            _ratios(results)
+            if checkpoint:
+                checkpoint(results)
     return results
 
 
@@ -72,7 +76,7 @@ def _ratios(results: list[dict]) -> None:
     first = {}
     for result in results:  # sorted by steps: the first ok result per metric is the shortest
         if result["status"] == "ok":
-            base = first.setdefault(result["metric"], result["first_call_s"])
+            base = first.setdefault((result["impl"], result["metric"]), result["first_call_s"])
             result["ratio"] = result["first_call_s"] / base
 
 

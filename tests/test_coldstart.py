@@ -46,8 +46,11 @@ def impls_file(tmp_path):
 
 
 def test_every_length_pays_its_first_call_in_a_fresh_process(impls_file):
-    results = cold_start(f"{impls_file}:SLOW", workload_from_dict(TINY), [4, 2], threads=1)
+    seen = []
+    results = cold_start(f"{impls_file}:SLOW", workload_from_dict(TINY), [4, 2], threads=1,
+                         checkpoint=lambda so_far: seen.append([r["steps"] for r in so_far]))
     assert [r["steps"] for r in results] == [2, 4]  # shortest first: the ratios' base
+    assert seen == [[2], [2, 4]]  # every result is handed out as soon as it exists
     assert all(r["status"] == "ok" for r in results)
     # Had the lengths shared a process, only the first would have paused.
     assert all(r["first_call_s"] >= PAUSE_S > r["second_call_s"] for r in results)

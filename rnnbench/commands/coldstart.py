@@ -54,11 +54,16 @@ def run(args) -> int:
     for target in targets:  # a wrong name or kind fails here, before any child runs
         if workload.kind not in load(target).kinds:
             raise UsageError(f"{target} provides no {workload.kind!r}")
-    results = []
+    results: list[dict] = []
+
+    def checkpoint(current: list[dict]) -> None:
+        # After every result, so an interrupted run keeps what finished.
+        if args.json:
+            write_json(args.json, {"schema": SCHEMA, "workload": workload.to_dict(),
+                                   "results": results + current})
+
     for target in targets:
-        results += cold_start(target, workload, steps, threads)
-        if args.json:  # after every implementation, so an interrupted run keeps what finished
-            write_json(args.json, {"schema": SCHEMA, "workload": workload.to_dict(), "results": results})
+        results += cold_start(target, workload, steps, threads, checkpoint=checkpoint)
     print(render(results))
     return 1 if any(r["status"] != "ok" for r in results) else 0
 

@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from rnnbench.impls import signatures
 from rnnbench.reference import Config, init_spec, io_shapes, param_shapes, param_suffix
 from rnnbench.reference.config import GATES
 
@@ -236,54 +237,7 @@ class Stacked(Recurrent):
         return output, (h_n if len(h_n) == 2 else h_n[0])
 
 
-# torch.nn's constructors, argument for argument; `module_classes` binds them to a backend.
-
-class RNNCell(Cell):
-    def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", device=None, dtype=None):
-        super().__init__(Config("rnn_cell", input_size, hidden_size, nonlinearity=nonlinearity,
-                                bias=bias), device, dtype)
-
-
-class LSTMCell(Cell):
-    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
-        super().__init__(Config("lstm_cell", input_size, hidden_size, bias=bias), device, dtype)
-
-
-class GRUCell(Cell):
-    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
-        super().__init__(Config("gru_cell", input_size, hidden_size, bias=bias), device, dtype)
-
-
-class RNN(Stacked):
-    def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True,
-                 batch_first=False, dropout=0.0, bidirectional=False, device=None, dtype=None):
-        super().__init__(Config("rnn", input_size, hidden_size, num_layers, nonlinearity=nonlinearity,
-                                bias=bias, batch_first=batch_first, dropout=dropout,
-                                bidirectional=bidirectional), device, dtype)
-
-
-class LSTM(Stacked):
-    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
-                 dropout=0.0, bidirectional=False, proj_size=0, device=None, dtype=None):
-        super().__init__(Config("lstm", input_size, hidden_size, num_layers, bias=bias,
-                                batch_first=batch_first, dropout=dropout,
-                                bidirectional=bidirectional, proj_size=proj_size), device, dtype)
-
-
-class GRU(Stacked):
-    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
-                 dropout=0.0, bidirectional=False, device=None, dtype=None):
-        super().__init__(Config("gru", input_size, hidden_size, num_layers, bias=bias,
-                                batch_first=batch_first, dropout=dropout,
-                                bidirectional=bidirectional), device, dtype)
-
-
-TORCH_NN_CLASSES = {"rnn_cell": RNNCell, "lstm_cell": LSTMCell, "gru_cell": GRUCell,
-                    "rnn": RNN, "lstm": LSTM, "gru": GRU}
-
-
 def module_classes(backend: Backend, module_name: str) -> dict[str, type]:
     """The six classes, kind -> class, running on `backend`. They are named as torch.nn names
     them and belong to `module_name`, which must bind them under those names (so they pickle)."""
-    return {kind: type(base.__name__, (base,), {"backend": backend, "__module__": module_name})
-            for kind, base in TORCH_NN_CLASSES.items()}
+    return signatures.bind(Cell, Stacked, module_name, backend=backend)

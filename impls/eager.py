@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from rnnbench.impls import signatures
 from rnnbench.impls.base import Implementation
 from rnnbench.reference import Config, io_shapes, param_shapes, param_suffix
 
@@ -193,51 +194,12 @@ class Stacked(Recurrent):
                 if name.endswith(suffix)}
 
 
-# torch.nn's constructors, argument for argument.
-
-class RNNCell(Cell):
-    def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", device=None, dtype=None):
-        super().__init__(Config("rnn_cell", input_size, hidden_size, nonlinearity=nonlinearity,
-                                bias=bias), device, dtype)
-
-
-class LSTMCell(Cell):
-    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
-        super().__init__(Config("lstm_cell", input_size, hidden_size, bias=bias), device, dtype)
-
-
-class GRUCell(Cell):
-    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
-        super().__init__(Config("gru_cell", input_size, hidden_size, bias=bias), device, dtype)
-
-
-class RNN(Stacked):
-    def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True,
-                 batch_first=False, dropout=0.0, bidirectional=False, device=None, dtype=None):
-        super().__init__(Config("rnn", input_size, hidden_size, num_layers, nonlinearity=nonlinearity,
-                                bias=bias, batch_first=batch_first, dropout=dropout,
-                                bidirectional=bidirectional), device, dtype)
-
-
-class LSTM(Stacked):
-    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
-                 dropout=0.0, bidirectional=False, proj_size=0, device=None, dtype=None):
-        super().__init__(Config("lstm", input_size, hidden_size, num_layers, bias=bias,
-                                batch_first=batch_first, dropout=dropout,
-                                bidirectional=bidirectional, proj_size=proj_size), device, dtype)
-
-
-class GRU(Stacked):
-    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
-                 dropout=0.0, bidirectional=False, device=None, dtype=None):
-        super().__init__(Config("gru", input_size, hidden_size, num_layers, bias=bias,
-                                batch_first=batch_first, dropout=dropout,
-                                bidirectional=bidirectional), device, dtype)
-
+# torch.nn's constructors, argument for argument, on the two modules above.
+KINDS = signatures.bind(Cell, Stacked, __name__)
+globals().update({cls.__name__: cls for cls in KINDS.values()})  # eager.RNN etc.; so they pickle
 
 IMPLEMENTATION = Implementation(
     name="eager",
-    kinds={"rnn_cell": RNNCell, "lstm_cell": LSTMCell, "gru_cell": GRUCell,
-           "rnn": RNN, "lstm": LSTM, "gru": GRU},
+    kinds=KINDS,
     description="a plain PyTorch loop over time steps, written for clarity",
 )

@@ -198,7 +198,7 @@ def _diagnosis(diagnosis: str | None) -> str:
     if diagnosis is None:
         return ""
     try:
-        from rnnbench.suites.diagnoses import DIAGNOSES
+        from rnnbench.findings import DIAGNOSES
     except ImportError:     # reports may be rendered where the suites are not installed
         DIAGNOSES = {}
     sentence = DIAGNOSES.get(diagnosis)

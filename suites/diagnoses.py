@@ -1,8 +1,8 @@
 """Named diagnoses: the mistakes from-scratch RNN authors make, by stable id, and how a wrong
 output is traced back to one of them.
 
-`DIAGNOSES` maps each id to the sentence a user reads. The ids are a public contract (results
-JSON, planted-bug tests), so they never change meaning.
+`DIAGNOSES` (defined in `rnnbench.findings`, so reports read it without importing the suites)
+maps each id to the sentence a user reads.
 
 `diagnose` explains a forward pass that differs from the reference (or raised). It first asks
 the implementation two more questions (probes): does it work when the zero initial state is
@@ -16,52 +16,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from rnnbench.findings import DIAGNOSES  # noqa: F401  (re-exported: the suites' vocabulary)
 from rnnbench.reference import io_shapes
 from rnnbench.reference.numerics import state_names
 from rnnbench.suites import variants
 from rnnbench.suites.compare import agree, excess
 from rnnbench.suites.layers import is_batched, time_major
 from rnnbench.suites.results import Finding
-
-DIAGNOSES: dict[str, str] = {
-    "h0_none_unhandled": "h0=None not handled (crash, or initial state not zeros)",
-    "h0_ignored": "the given initial state is ignored",
-    "h_n_no_layer_dim": "h_n has no layer dimension",
-    "h_n_layout": "h_n layers/directions in the wrong order",
-    "weight_transposed": "W used transposed (W^T instead of W)",
-    "missing_nonlinearity": "nonlinearity missing (no tanh)",
-    "wrong_nonlinearity": "tanh and relu confused",
-    "init_bound_1_over_h": "init bound uses 1/H instead of 1/sqrt(H)",
-    "init_wrong_distribution": "parameters not drawn from U(-1/sqrt(H), 1/sqrt(H)) "
-                               "(randn, zeros, orthogonal, ...)",
-    "time_reversed": "sequence processed in the wrong time order",
-    "reverse_not_reversed": "reverse direction not reversed in time",
-    "reverse_h_n_wrong_end": "h_n of the reverse direction taken at the wrong end",
-    "batch_first_ignored": "batch_first ignored",
-    "dropout_in_eval": "dropout active in eval mode",
-    "dropout_after_last_layer": "dropout applied after the last layer",
-    "dropout_wrong_scale": "dropout not scaled by 1/(1-p) (or wrong rate)",
-    "lstm_gate_order": "LSTM gates not in torch's i,f,g,o order",
-    "gru_gate_order": "GRU gates not in torch's r,z,n order",
-    "gru_cho_reset": "Cho-2014 GRU: reset gate applied before the hidden matmul",
-    "gru_swapped_z": "GRU update uses z and 1-z swapped",
-    "single_bias": "one bias instead of two (bias_hh missing or ignored)",
-    "bias_ignored": "biases not used",
-    "input_mutated": "the implementation modified its input",
-    "silent_broadcast": "a wrongly shaped input was silently accepted",
-    "param_names": "parameter names differ from the spec's (torch.nn's for its kinds)",
-    "param_shapes": "parameter shapes differ from torch.nn's",
-    "output_h_n_mismatch": "h_n does not match the last output step",
-    "layer_input_wrong": "upper layers fed the wrong input (e.g. the raw input, or one direction only)",
-    # The implicit kind's.
-    "implicit_d_library_variant": "D multiplies [U_t, H_{t-1}] (torchidl's code), not U_t as documented",
-    "implicit_solver_early_stop": "the fixed-point solver stops before its tolerance is met",
-    "implicit_not_well_posed": "A is not rescaled to ||A||_inf <= kappa before the solve",
-    "implicit_param_mutated": "the well-posedness rescale changes the stored parameter A",
-    "implicit_rescale_straight_through": "the gradient of A skips the rescale (straight-through)",
-    "implicit_no_convergence_warning": "a solve that hits its iteration cap gives no warning",
-    "implicit_shared_solver_state": "solver settings are shared between models (class attributes)",
-}
 
 
 def diagnose(trial, observed: dict | None) -> str | None:

@@ -13,7 +13,7 @@ from collections import Counter
 
 from tabulate import tabulate
 
-from rnnbench.suites.diagnoses import DIAGNOSES
+from rnnbench.findings import DIAGNOSES
 from rnnbench.suites.divergence import describe
 
 # Worst first: a group of results shows its worst outcome.

@@ -14,7 +14,7 @@ from rnnbench.reference.implicit import (
     PARAM_NAMES, ImplicitConfig, Normal, backward, d_variant_of, forward, forward_flops,
     gradient_tolerance, implicit_init_spec, implicit_param_shapes, output_tolerance, rescale)
 from rnnbench.suites.check_implicit import CASES, ROWS, case_input, case_params
-from rnnbench.suites.diagnoses import DIAGNOSES
+from rnnbench.findings import DIAGNOSES
 from rnnbench.suites.results import Finding
 from rnnbench.suites.subject import Subject
 

@@ -18,7 +18,7 @@ import pytest
 
 from rnnbench.impls import load
 from rnnbench.suites import run_checks
-from rnnbench.suites.diagnoses import DIAGNOSES
+from rnnbench.findings import DIAGNOSES
 
 ROOT = Path(__file__).resolve().parents[1]
 ZOO = ROOT / "tests" / "zoo"

@@ -1,0 +1,139 @@
+"""Findings: what the named diagnoses mean, and failed checks grouped by their root cause.
+
+The vocabulary lives here, outside the suites, so that everything that reads conformance results
+(`rnnbench conform`'s text, the report) shares it without importing the checks.
+
+`DIAGNOSES` maps each diagnosis id to the sentence a user reads. The ids are a public contract
+(results JSON, planted-bug tests), so they never change meaning.
+
+`group_failures` turns a run's failed and errored results into root causes: one group per
+diagnosis, or per error message where no diagnosis was named (with the numbers that differ from
+case to case, and object addresses, taken out, so the same failure on several cases is one
+group). Groups come most fundamental first: an implementation that cannot be constructed, then
+one whose parameters, shapes, forward, gradients, init, ... are wrong; a later group is often a
+consequence of an earlier one.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+DIAGNOSES: dict[str, str] = {
+    "h0_none_unhandled": "h0=None not handled (crash, or initial state not zeros)",
+    "h0_ignored": "the given initial state is ignored",
+    "h_n_no_layer_dim": "h_n has no layer dimension",
+    "h_n_layout": "h_n layers/directions in the wrong order",
+    "weight_transposed": "W used transposed (W^T instead of W)",
+    "missing_nonlinearity": "nonlinearity missing (no tanh)",
+    "wrong_nonlinearity": "tanh and relu confused",
+    "init_bound_1_over_h": "init bound uses 1/H instead of 1/sqrt(H)",
+    "init_wrong_distribution": "parameters not drawn from U(-1/sqrt(H), 1/sqrt(H)) "
+                               "(randn, zeros, orthogonal, ...)",
+    "time_reversed": "sequence processed in the wrong time order",
+    "reverse_not_reversed": "reverse direction not reversed in time",
+    "reverse_h_n_wrong_end": "h_n of the reverse direction taken at the wrong end",
+    "batch_first_ignored": "batch_first ignored",
+    "dropout_in_eval": "dropout active in eval mode",
+    "dropout_after_last_layer": "dropout applied after the last layer",
+    "dropout_wrong_scale": "dropout not scaled by 1/(1-p) (or wrong rate)",
+    "lstm_gate_order": "LSTM gates not in torch's i,f,g,o order",
+    "gru_gate_order": "GRU gates not in torch's r,z,n order",
+    "gru_cho_reset": "Cho-2014 GRU: reset gate applied before the hidden matmul",
+    "gru_swapped_z": "GRU update uses z and 1-z swapped",
+    "single_bias": "one bias instead of two (bias_hh missing or ignored)",
+    "bias_ignored": "biases not used",
+    "input_mutated": "the implementation modified its input",
+    "silent_broadcast": "a wrongly shaped input was silently accepted",
+    "param_names": "parameter names differ from the spec's (torch.nn's for its kinds)",
+    "param_shapes": "parameter shapes differ from torch.nn's",
+    "output_h_n_mismatch": "h_n does not match the last output step",
+    "layer_input_wrong": "upper layers fed the wrong input (e.g. the raw input, or one direction only)",
+    # The implicit kind's.
+    "implicit_d_library_variant": "D multiplies [U_t, H_{t-1}] (torchidl's code), not U_t as documented",
+    "implicit_solver_early_stop": "the fixed-point solver stops before its tolerance is met",
+    "implicit_not_well_posed": "A is not rescaled to ||A||_inf <= kappa before the solve",
+    "implicit_param_mutated": "the well-posedness rescale changes the stored parameter A",
+    "implicit_rescale_straight_through": "the gradient of A skips the rescale (straight-through)",
+    "implicit_no_convergence_warning": "a solve that hits its iteration cap gives no warning",
+    "implicit_shared_solver_state": "solver settings are shared between models (class attributes)",
+}
+
+
+# Check names (the part of a check id before "/"), most fundamental first; unknown names last.
+FUNDAMENTAL_ORDER = ("parameters", "shapes", "forward", "gradients", "state", "init",
+                     "dropout-eval", "dropout-train", "dtype-device", "invalid-arguments",
+                     "error", "inputs")
+# A constructor that raises makes every check fail the same way: that group comes first.
+_CANNOT_CONSTRUCT = re.compile(r"^the constructor raised")
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+_NUMBER = re.compile(r"(?<![A-Za-z_])[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+
+
+@dataclass(frozen=True)
+class FindingGroup:
+    """Failed or errored results that share one root cause.
+
+    `cause` is the diagnosis id, or the normalised message when no diagnosis was named;
+    `results` are the conformance result dicts it explains, in their run order."""
+
+    cause: str
+    diagnosis: str | None
+    results: tuple[Mapping, ...]
+
+    @property
+    def count(self) -> int:
+        return len(self.results)
+
+    @property
+    def example(self) -> Mapping:
+        """The result that shows the cause best: the most fundamental check it explains."""
+        return min(self.results, key=lambda r: _check_rank(r["check"]))
+
+    @property
+    def sentence(self) -> str:
+        """What is wrong, in words: the diagnosis' sentence, or the example's message."""
+        if self.diagnosis:
+            return DIAGNOSES.get(self.diagnosis, self.diagnosis)
+        return strip_addresses(self.example.get("message") or "")
+
+    @property
+    def kinds(self) -> list[str]:
+        return list(dict.fromkeys(r["kind"] for r in self.results))
+
+    @property
+    def rank(self) -> tuple:
+        if any(_CANNOT_CONSTRUCT.match(r.get("message") or "") for r in self.results):
+            return (-1, -self.count)
+        return (_check_rank(self.example["check"]), -self.count)
+
+
+def strip_addresses(message: str) -> str:
+    """A message without object addresses ("<X object at 0x7f..>"), which differ run to run."""
+    return _ADDRESS.sub("", message)
+
+
+def cause_of(result: Mapping) -> str:
+    """The grouping key of one failed result: its diagnosis, else its normalised message."""
+    if result.get("diagnosis"):
+        return str(result["diagnosis"])
+    return _NUMBER.sub("#", strip_addresses(result.get("message") or ""))
+
+
+def group_failures(results: Iterable[Mapping]) -> list[FindingGroup]:
+    """The failed and errored results grouped by root cause, most fundamental first."""
+    groups: dict[str, list[Mapping]] = {}
+    for result in results:
+        if result["outcome"] in ("failed", "error"):
+            groups.setdefault(cause_of(result), []).append(result)
+    found = [FindingGroup(cause, members[0].get("diagnosis") or None, tuple(members))
+             for cause, members in groups.items()]
+    return sorted(found, key=lambda group: group.rank)
+
+
+def _check_rank(check_id: str) -> int:
+    name = check_id.split("/", 1)[0]
+    for rank, prefix in enumerate(FUNDAMENTAL_ORDER):
+        if name == prefix or name.startswith(prefix + "-"):
+            return rank
+    return len(FUNDAMENTAL_ORDER)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from rnnbench.impls.adapt import adapt
 from rnnbench.reference import Config
 
 # Features an implementation may declare unsupported. Configuration features are derived from a
@@ -20,17 +21,22 @@ CONFIG_FEATURES = ("num_layers", "bidirectional", "batch_first", "proj_size", "n
                    "dropout", "unbatched")
 DTYPE_FEATURES = ("float64", "float32", "float16", "bfloat16")
 DEVICE_FEATURES = ("cpu", "cuda")
+# How the module is called: an initial state given, the state omitted (hx=None), and the
+# constructor's device=/dtype= arguments (torch calls these factory kwargs).
+CALL_FEATURES = ("initial_state", "optional_state", "factory_kwargs")
 OTHER_FEATURES = ("backward",)
-FEATURES = CONFIG_FEATURES + DTYPE_FEATURES + DEVICE_FEATURES + OTHER_FEATURES
+FEATURES = CONFIG_FEATURES + DTYPE_FEATURES + DEVICE_FEATURES + CALL_FEATURES + OTHER_FEATURES
 
 
 def required_features(cfg, *, batched: bool = True, dtype: str = "float32",
-                      device: str = "cpu", backward: bool = False) -> list[str]:
-    """The features running `cfg` this way needs, in FEATURES order.
+                      device: str = "cpu", backward: bool = False, extra=()) -> list[str]:
+    """The features running `cfg` this way needs, in FEATURES order; `extra` adds features the
+    caller knows it needs (e.g. "optional_state" for a call with hx=None that tests exactly that).
 
     The configuration features apply to torch.nn's kinds (a `Config`); other kinds (the implicit
-    model's config) need only their dtype, device and, if asked, backward."""
-    needed = {dtype: True, device: True, "backward": backward}
+    model's config) need only their dtype, device and, if asked, backward. Dropout is needed only
+    where it acts, between layers: a one-layer module with dropout > 0 must just not drop."""
+    needed = {dtype: True, device: True, "backward": backward, **dict.fromkeys(extra, True)}
     if isinstance(cfg, Config):
         needed.update({
             "num_layers": cfg.num_layers > 1,
@@ -39,7 +45,7 @@ def required_features(cfg, *, batched: bool = True, dtype: str = "float32",
             "proj_size": cfg.proj_size > 0,
             "no_bias": not cfg.bias,
             "relu": cfg.nonlinearity == "relu",
-            "dropout": cfg.dropout > 0,
+            "dropout": cfg.dropout > 0 and cfg.num_layers > 1,
             "unbatched": not batched,
         })
     return [f for f in FEATURES if needed.get(f)]
@@ -62,6 +68,9 @@ class Implementation:
     description: str = ""
     unsupported: frozenset[str] = frozenset()
     availability: Callable[[], str | None] = field(default=always_available, compare=False)
+    # The module's state_dict key -> the spec's parameter name, where the two differ and the
+    # automatic mapping (rnnbench.suites.parammap) should not guess.
+    param_map: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
         unknown = set(self.unsupported) - set(FEATURES)
@@ -69,11 +78,21 @@ class Implementation:
             raise ValueError(f"{self.name}: unknown features {sorted(unknown)}; known: {FEATURES}")
 
     def constructor(self, kind: str) -> Callable:
-        """The torch.nn-like constructor of `kind`; KeyError if this implementation lacks it."""
+        """The constructor of `kind`, called as torch.nn's (`rnnbench.impls.adapt`: the user's
+        own when it takes torch.nn's arguments); KeyError if this implementation lacks it."""
         try:
-            return self.kinds[kind]
+            return adapt(kind, self.kinds[kind])
         except KeyError:
             raise KeyError(f"{self.name} provides no {kind!r} (it provides {', '.join(self.kinds)})") from None
+
+    def unsupported_reasons(self, kind: str) -> dict[str, str]:
+        """Every feature `kind` lacks, with the reason: declared by the implementation, or found
+        in its constructor's and forward's signatures (see `rnnbench.impls.adapt`)."""
+        reasons = {}
+        if kind in self.kinds:
+            reasons.update(getattr(self.constructor(kind), "unsupported", {}))
+        reasons.update({f: f"{self.name} declares it unsupported" for f in self.unsupported})
+        return reasons
 
     def unavailable_reason(self) -> str | None:
         """None when this implementation can run here, else why not. An availability check that
@@ -87,4 +106,8 @@ class Implementation:
 
     def missing_features(self, cfg, **how) -> list[str]:
         """The features `cfg` run this way (see `required_features`) needs that are unsupported."""
-        return [f for f in required_features(cfg, **how) if f in self.unsupported]
+        reasons = self.unsupported_reasons(cfg.kind)
+        needed = set(required_features(cfg, **how))
+        if cfg.kind in self.kinds:  # arguments a constructor does not take cannot be asked for
+            needed.update(getattr(self.constructor(cfg.kind), "features_needed", lambda c: [])(cfg))
+        return [f for f in FEATURES if f in needed and f in reasons]

@@ -10,8 +10,8 @@ The vocabulary lives here, outside the suites, so that everything that reads con
 diagnosis, or per error message where no diagnosis was named (with the numbers that differ from
 case to case, and object addresses, taken out, so the same failure on several cases is one
 group). Groups come most fundamental first: an implementation that cannot be constructed, then
-one whose parameters, shapes, forward, gradients, init, ... are wrong; a later group is often a
-consequence of an earlier one.
+one whose shapes, forward, gradients, init, ... are wrong, then its names and construction
+details, then its error handling; a later group is often a consequence of an earlier one.
 """
 from __future__ import annotations
 
@@ -49,6 +49,16 @@ DIAGNOSES: dict[str, str] = {
     "param_shapes": "parameter shapes differ from torch.nn's",
     "output_h_n_mismatch": "h_n does not match the last output step",
     "layer_input_wrong": "upper layers fed the wrong input (e.g. the raw input, or one direction only)",
+    "rejects_valid_input": "raises on the valid input too, so its rejections of wrong ones prove nothing",
+    "dropout_mask_per_sequence": "one dropout mask per sequence reused at every time step "
+                                 "(variational), not a fresh mask per step",
+    "dropout_not_applied": "dropout never applied in training",
+    "reverse_output_not_realigned": "reverse direction's outputs left in processing order "
+                                    "(not put back in time order)",
+    "gates_split_by_size": "gates split into chunks of the gate count's size, not into that "
+                           "many chunks (right only when hidden_size equals the gate count)",
+    "dtype_ignored": "the constructor's dtype= (or device=) is ignored",
+    "biases_missing": "no bias parameters although bias=True",
     # The implicit kind's.
     "implicit_d_library_variant": "D multiplies [U_t, H_{t-1}] (torchidl's code), not U_t as documented",
     "implicit_solver_early_stop": "the fixed-point solver stops before its tolerance is met",
@@ -57,12 +67,15 @@ DIAGNOSES: dict[str, str] = {
     "implicit_rescale_straight_through": "the gradient of A skips the rescale (straight-through)",
     "implicit_no_convergence_warning": "a solve that hits its iteration cap gives no warning",
     "implicit_shared_solver_state": "solver settings are shared between models (class attributes)",
+    "implicit_solver_settings_ignored": "the constructor ignores the solver settings (the cap on "
+                                        "iterations was not applied)",
 }
 
 
 # Check names (the part of a check id before "/"), most fundamental first; unknown names last.
-FUNDAMENTAL_ORDER = ("parameters", "shapes", "forward", "gradients", "state", "init",
-                     "dropout-eval", "dropout-train", "dtype-device", "invalid-arguments",
+# What the module computes comes before how it is built and named, and error handling last.
+FUNDAMENTAL_ORDER = ("shapes", "forward", "gradients", "state", "init", "dropout-eval",
+                     "dropout-train", "parameters", "biases", "dtype-device", "invalid-arguments",
                      "error", "inputs")
 # A constructor that raises makes every check fail the same way: that group comes first.
 _CANNOT_CONSTRUCT = re.compile(r"^the constructor raised")
@@ -137,3 +150,21 @@ def _check_rank(check_id: str) -> int:
         if name == prefix or name.startswith(prefix + "-"):
             return rank
     return len(FUNDAMENTAL_ORDER)
+
+
+def unsupported_features(results: Iterable[Mapping]) -> dict[str, dict]:
+    """What the not-supported results skipped, once per feature: feature -> {"reason", "checks",
+    "kinds"}. A result skipped for a reason other than a feature is listed under its message."""
+    found: dict[str, dict] = {}
+    for result in results:
+        if result["outcome"] != "not_supported":
+            continue
+        features = (result.get("numbers") or {}).get("features")
+        if not isinstance(features, Mapping):
+            features = {strip_addresses(result.get("message") or "not supported"): ""}
+        for feature, reason in features.items():
+            entry = found.setdefault(feature, {"reason": reason, "checks": 0, "kinds": []})
+            entry["checks"] += 1
+            if result["kind"] not in entry["kinds"]:
+                entry["kinds"].append(result["kind"])
+    return found

@@ -1,6 +1,7 @@
 """The cases: module configurations and input sizes the checks run on, as data.
 
-Sizes are chosen so that symmetric setups cannot hide a bug: batch, steps, input and hidden sizes
+Every kind has every combination of batched/unbatched input with the initial state given/omitted
+(tests/test_suites.py checks it). Sizes are chosen so that symmetric setups cannot hide a bug: batch, steps, input and hidden sizes
 all differ (a transposed batch_first or a W used transposed then fails loudly or numerically),
 and hidden sizes (5, 7, 31) are multiples of neither the LSTM's 4 nor the GRU's 3 gates (a gate
 split by chunk size instead of chunk count then goes wrong). One case per kind deliberately has
@@ -10,7 +11,8 @@ the shapes. Inputs get a nonzero mean (see `subject.Trial`).
 Three tables, each used by the checks that need its kind of row:
 - CASES: the general cases (shapes, numerics, gradients, state, errors, inputs);
 - CONSTRUCTION_CASES: configurations whose construction is examined (init, dtype kwarg, invalid
-  arguments);
+  arguments), single-layer ones included, so an implementation without num_layers or
+  bidirectional still has its init checked;
 - DROPOUT_CASES: two-layer sequences with dropout, run in training and eval mode.
 `quick=True` marks the rows of `--quick` runs: a smaller list, not a different behaviour.
 """
@@ -32,6 +34,7 @@ class Case:
     steps: int = 1
     h0: bool = True
     quick: bool = False
+    features: tuple[str, ...] = ()
 
     @property
     def kind(self) -> str:
@@ -41,21 +44,35 @@ class Case:
     def batched(self) -> bool:
         return self.batch is not None
 
+    @property
+    def needs(self) -> tuple[str, ...]:
+        """Call features this case needs beyond its config's: passing an initial state, and
+        `features` (e.g. "optional_state" for the rows that are about omitting it)."""
+        return (("initial_state",) if self.h0 else ()) + self.features
 
-def _rows(kinds, name, batch, steps=1, *, h0=True, quick=False, **config) -> tuple[Case, ...]:
+
+def _rows(kinds, name, batch, steps=1, *, h0=True, quick=False, features=(), **config
+          ) -> tuple[Case, ...]:
     """One row of a table, for each of `kinds`."""
-    return tuple(Case(name, Config(kind, **config), batch, steps, h0, quick) for kind in kinds)
+    return tuple(Case(name, Config(kind, **config), batch, steps, h0, quick, features)
+                 for kind in kinds)
+
+
+OMITTED = ("optional_state",)  # the rows whose point is hx=None
 
 
 SEQ, CELLS = SEQUENCE_KINDS, CELL_KINDS
 
 CASES: tuple[Case, ...] = (
     *_rows(SEQ, "single-layer", 4, 6, input_size=3, hidden_size=5, quick=True),
-    *_rows(SEQ, "h0-omitted", 2, 4, h0=False, input_size=3, hidden_size=5, quick=True),
+    *_rows(SEQ, "h0-omitted", 2, 4, h0=False, features=OMITTED, input_size=3, hidden_size=5,
+           quick=True),
     *_rows(SEQ, "two-layer-bidirectional", 4, 6, input_size=3, hidden_size=5, num_layers=2,
            bidirectional=True, quick=True),
     *_rows(SEQ, "batch-first", 3, 5, input_size=4, hidden_size=7, batch_first=True, quick=True),
     *_rows(SEQ, "unbatched", None, 7, input_size=3, hidden_size=5, quick=True),
+    *_rows(SEQ, "unbatched-h0-omitted", None, 5, h0=False, features=OMITTED, input_size=4,
+           hidden_size=7),
     *_rows(SEQ, "unbatched-bidirectional-batch-first", None, 6, h0=False, input_size=3,
            hidden_size=5, bidirectional=True, batch_first=True),
     *_rows(SEQ, "three-layer-square", 2, 4, input_size=5, hidden_size=5, num_layers=3, quick=True),
@@ -65,13 +82,17 @@ CASES: tuple[Case, ...] = (
     *_rows(("lstm",), "projection-bidirectional", 2, 5, input_size=3, hidden_size=7, num_layers=2,
            bidirectional=True, proj_size=4, quick=True),
     *_rows(CELLS, "batched", 4, input_size=3, hidden_size=5, quick=True),
-    *_rows(CELLS, "h0-omitted", 2, h0=False, input_size=3, hidden_size=5, quick=True),
+    *_rows(CELLS, "h0-omitted", 2, h0=False, features=OMITTED, input_size=3, hidden_size=5,
+           quick=True),
     *_rows(CELLS, "unbatched", None, input_size=3, hidden_size=7, quick=True),
+    *_rows(CELLS, "unbatched-h0-omitted", None, h0=False, features=OMITTED, input_size=4,
+           hidden_size=7, quick=True),
     *_rows(CELLS, "no-bias", 2, input_size=4, hidden_size=5, bias=False, quick=True),
     *_rows(("rnn_cell",), "relu", 4, input_size=3, hidden_size=5, nonlinearity="relu"),
 )
 
 CONSTRUCTION_CASES: tuple[Case, ...] = (
+    *_rows(SEQ, "single-layer", 4, 6, input_size=3, hidden_size=7, quick=True),
     *_rows(SEQ, "two-layer-bidirectional", 4, 6, input_size=3, hidden_size=7, num_layers=2,
            bidirectional=True, quick=True),
     *_rows(("lstm",), "projection", 4, 6, input_size=3, hidden_size=7, num_layers=2,

@@ -1,5 +1,5 @@
-"""Construction: torch.nn's parameter names and shapes, the dtype/device arguments honoured,
-and invalid arguments rejected as torch.nn rejects them."""
+"""Construction: torch.nn's parameter names and shapes, both biases, the dtype/device arguments
+honoured, and invalid arguments rejected as torch.nn rejects them."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -10,36 +10,68 @@ import torch
 from rnnbench.impls.registry import one_line
 from rnnbench.reference import KINDS, SEQUENCE_KINDS, Config, io_shapes
 from rnnbench.suites.check_errors import REJECTIONS, rejection_names
-from rnnbench.suites.results import Finding
+from rnnbench.impls.adapt import UnsupportedArgument
+from rnnbench.suites.layers import blocks
+from rnnbench.suites.parammap import Piece
+from rnnbench.suites.results import Finding, NotSupported
 from rnnbench.suites.subject import TORCH_DTYPES, call, spec_parameters, spec_state
 
 
 def check_parameters(subject, case) -> dict:
-    """state_dict holds exactly torch.nn's names and shapes, stored in parameters of the default dtype."""
+    """state_dict holds exactly torch.nn's names and shapes, stored in parameters of the default
+    dtype. Names that differ are one finding, with the map the other checks use instead."""
     cfg = case.config
     module = subject.construct(cfg)
-    stored = spec_parameters(module, cfg)
-    extra = [name for name in call("state_dict()", module.state_dict) if name not in stored]
+    pmap = subject.param_map(module, cfg)
+    stored = spec_parameters(module, cfg, pmap)
+    renamed = {name: pieces for name, pieces in pmap.entries.items()
+               if pieces and pieces != (Piece(name),)}
+    if renamed:
+        raise Finding(f"state_dict names differ from torch.nn's; the checks read them as: "
+                      f"{pmap.describe()}", "param_names",
+                      param_map={p.describe(): name for name, pieces in renamed.items() for p in pieces})
+    extra = [key for key in call("state_dict()", module.state_dict) if key not in pmap.keys()]
     if extra:
         raise Finding(f"state_dict has entries torch.nn's has not: {', '.join(extra[:4])}",
                       "param_names", parameter=extra[0])
     default = torch.get_default_dtype()
-    odd = [name for name, (owner, _) in stored.items() if owner.dtype != default]
+    odd = [name for name, parts in stored.items() if parts[0][0].dtype != default]
     if odd:
-        raise Finding(f"{odd[0]} is {stored[odd[0]][0].dtype}, expected the default dtype {default}",
-                      parameter=odd[0])
+        raise Finding(f"{odd[0]} is {stored[odd[0]][0][0].dtype}, expected the default dtype "
+                      f"{default}", parameter=odd[0])
     return {"parameters": len(stored)}
 
 
-def check_dtype_device(subject, case) -> dict:
-    """The constructor's dtype= and device= arguments are honoured."""
+def check_biases(subject, case) -> dict:
+    """With bias=True every layer has both biases, b_ih and b_hh (torch.nn's two-bias layout)."""
+    cfg = case.config
+    module = subject.construct(cfg)
+    missing = subject.param_map(module, cfg).missing
+    if not missing:
+        return {}
+    biases = [name for name, block in blocks(cfg).items() if block.startswith("bias")]
+    if set(missing) >= set(biases):
+        raise Finding(f"no biases although bias=True ({', '.join(missing[:4])} missing); the other "
+                      "checks hold them at zero", "biases_missing", parameter=missing[0])
+    raise Finding(f"one bias per layer: {', '.join(missing[:4])} missing (torch.nn has b_ih and "
+                  "b_hh); the other checks hold it at zero", "single_bias", parameter=missing[0])
+
+
+def check_dtype_device(subject, case, dtype: str) -> dict:
+    """The constructor's dtype= and device= arguments are honoured. The float32 variant runs
+    with float64 as torch's default dtype, so a constructor that ignores dtype= is seen."""
     cfg = case.config
     device = torch.device(subject.device)
-    module = subject.construct(cfg, dtype=TORCH_DTYPES["float64"], device=device)
-    for name, value in spec_state(module, cfg).items():
-        if value.dtype != TORCH_DTYPES["float64"] or value.device.type != device.type:
-            raise Finding(f"with dtype=torch.float64, device={device.type!r}: {name} is "
-                          f"{value.dtype} on {value.device}", parameter=name)
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64 if dtype == "float32" else torch.float32)
+    try:
+        module = subject.construct(cfg, dtype=TORCH_DTYPES[dtype], device=device)
+    finally:
+        torch.set_default_dtype(default)
+    for name, value in spec_state(module, cfg, subject.param_map(module, cfg)).items():
+        if value.dtype != TORCH_DTYPES[dtype] or value.device.type != device.type:
+            raise Finding(f"with dtype=torch.{dtype}, device={device.type!r}: {name} is "
+                          f"{value.dtype} on {value.device}", "dtype_ignored", parameter=name)
     return {}
 
 
@@ -75,18 +107,25 @@ def check_invalid_arguments(subject, case) -> dict:
     shapes = io_shapes(cfg, case.batch, case.steps)
     problems = []
     tried = [wrong for wrong in INVALID_ARGUMENTS if cfg.kind in wrong.kinds]
+    untakeable = []
     for wrong in tried:
         try:
             module = constructor(**{**cfg.constructor_kwargs(), **wrong.changes(cfg)})
             if wrong.at_forward:
                 module(torch.zeros(shapes["input"]))
+        except UnsupportedArgument:  # an argument the constructor does not take at all
+            untakeable.append(wrong)
+            continue
         except REJECTIONS:
             continue
         except Exception as exc:
             problems.append(f"{wrong.name} raised {one_line(exc)}, expected {rejection_names()}")
             continue
         problems.append(f"{wrong.name} accepted")
+    if len(untakeable) == len(tried):
+        raise NotSupported("the constructor takes none of the arguments tried: "
+                           + ", ".join(wrong.name for wrong in tried))
     if problems:
-        raise Finding(f"{len(problems)} of {len(tried)} invalid arguments not rejected: "
-                      + "; ".join(problems))
-    return {"tried": len(tried)}
+        raise Finding(f"{len(problems)} of {len(tried) - len(untakeable)} invalid arguments not "
+                      "rejected: " + "; ".join(problems))
+    return {"tried": len(tried) - len(untakeable)}

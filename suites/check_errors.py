@@ -3,7 +3,10 @@
 Each row of WRONG_INPUTS turns the valid shapes of a case into wrong ones, and is a check of its
 own (`error-<name>`). What must happen is what torch.nn does: raise ValueError, RuntimeError or
 TypeError (the type is not pinned further, nor the message). Accepting the input is the
-`silent_broadcast` diagnosis.
+`silent_broadcast` diagnosis; the wrong shapes include those that broadcast (a batch of 1, a
+state without its batch axis), since those are the ones an implementation accepts by accident.
+A rejection counts only when the same module accepts the matching valid input: a module that
+raises on everything proves nothing by raising here (`rejects_valid_input`).
 """
 from __future__ import annotations
 
@@ -24,11 +27,16 @@ def rejection_names() -> str:
     return ", ".join(t.__name__ for t in REJECTIONS)
 
 
-def _resized(shape: tuple, axis: int) -> tuple:
-    """`shape` with one more element along `axis`."""
+def _resized(shape: tuple, axis: int, size: int | None = None) -> tuple:
+    """`shape` with one more element along `axis` (or exactly `size` elements)."""
     shape = list(shape)
-    shape[axis] += 1
+    shape[axis] = shape[axis] + 1 if size is None else size
     return tuple(shape)
+
+
+def _batch_axis(cfg: Config) -> int:
+    """The batch axis of a batched initial state: 0 for cells, 1 for (layers, batch, H)."""
+    return 0 if cfg.is_cell else 1
 
 
 def _ranks(cfg: Config) -> tuple[int, int]:
@@ -55,6 +63,19 @@ class WrongInput:
     change: Callable[[Config, dict], dict]
     applies: Callable[[Case], bool] = lambda case: True
 
+    @property
+    def features(self) -> tuple[str, ...]:
+        """A wrong initial state needs one to be passed at all; a wrong input is passed alone."""
+        return () if self.name.startswith("input") else ("initial_state",)
+
+    @property
+    def states(self) -> bool:
+        return bool(self.features)
+
+
+def _batch_over_one(case: Case) -> bool:
+    return case.batched and case.batch > 1
+
 
 WRONG_INPUTS = (
     WrongInput("input-size", "input with one feature too many",
@@ -64,8 +85,14 @@ WRONG_INPUTS = (
     WrongInput("input-rank-low", "input with too few axes",
                lambda cfg, s: {**s, "input": _too_few_axes(cfg, s["input"])}),
     WrongInput("h0-batch", "h0 with a batch size other than the input's",
-               lambda cfg, s: {**s, "h0": _resized(s["h0"], 0 if cfg.is_cell else 1)},
+               lambda cfg, s: {**s, "h0": _resized(s["h0"], _batch_axis(cfg))},
                applies=lambda case: case.batched),
+    WrongInput("h0-batch-1", "h0 with a batch of 1 (broadcastable) for a larger batch",
+               lambda cfg, s: {**s, "h0": _resized(s["h0"], _batch_axis(cfg), 1)},
+               applies=_batch_over_one),
+    WrongInput("h0-no-batch-axis", "h0 without its batch axis for batched input",
+               lambda cfg, s: {**s, "h0": s["h0"][:1] + s["h0"][2:]},
+               applies=lambda case: case.batched and not case.config.is_cell),
     WrongInput("h0-size", "h0 with one feature too many",
                lambda cfg, s: {**s, "h0": _resized(s["h0"], -1)}),
     WrongInput("h0-layers", "h0 with one layer too many",
@@ -80,24 +107,41 @@ WRONG_INPUTS = (
     WrongInput("c0-size", "c0 with one feature too many",
                lambda cfg, s: {**s, "c0": _resized(s["c0"], -1)},
                applies=lambda case: case.config.family == "lstm"),
+    WrongInput("c0-batch-1", "c0 with a batch of 1 (broadcastable) for a larger batch",
+               lambda cfg, s: {**s, "c0": _resized(s["c0"], _batch_axis(cfg), 1)},
+               applies=lambda case: case.config.family == "lstm" and _batch_over_one(case)),
 )
 
 
 def check_rejected(subject, case, wrong: WrongInput) -> dict:
-    """A wrongly shaped input or initial state raises ValueError, RuntimeError or TypeError."""
+    """A wrongly shaped input or initial state raises ValueError, RuntimeError or TypeError,
+    where the same module accepts the valid shapes."""
     cfg = case.config
     valid = io_shapes(cfg, case.batch, case.steps)
-    names = ("input", *state_names(cfg))
-    shapes = wrong.change(cfg, {name: valid[name] for name in names})
+    names = ("input", *state_names(cfg)) if wrong.states else ("input",)
+    shapes = wrong.change(cfg, {name: valid[name] for name in ("input", *state_names(cfg))})
     rng = subject.rng("errors", wrong.name, case.name)
-    tensors = {name: subject.tensor(rng.normal(size=shapes[name]), "float32") for name in names}
     module = subject.build(cfg, "float32")
-    shown = ", ".join(f"{name} {tuple(shapes[name])}" for name in names)
+
+    def run(shapes: dict):
+        tensors = {name: subject.tensor(rng.normal(size=shapes[name]), "float32") for name in names}
+        hx = nest_hx(cfg, {name: tensors[name] for name in names[1:]}) if wrong.states else None
+        return module(tensors["input"], hx) if hx is not None else module(tensors["input"])
+
     try:
-        module(tensors["input"], nest_hx(cfg, {name: tensors[name] for name in names[1:]}))
+        run(valid)
+    except Exception as exc:
+        raise Finding(f"the valid input ({_shown(names, valid)}) raised {one_line(exc)} as well, "
+                      "so rejecting the wrong one proves nothing", "rejects_valid_input") from exc
+    try:
+        run(shapes)
     except REJECTIONS as exc:
         return {"raised": type(exc).__name__}
     except Exception as exc:
-        raise Finding(f"{wrong.description} ({shown}) raised {one_line(exc)}, "
+        raise Finding(f"{wrong.description} ({_shown(names, shapes)}) raised {one_line(exc)}, "
                       f"expected {rejection_names()}") from exc
-    raise Finding(f"{wrong.description} ({shown}) was accepted", "silent_broadcast")
+    raise Finding(f"{wrong.description} ({_shown(names, shapes)}) was accepted", "silent_broadcast")
+
+
+def _shown(names, shapes) -> str:
+    return ", ".join(f"{name} {tuple(shapes[name])}" for name in names)

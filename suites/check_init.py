@@ -27,11 +27,14 @@ SAMPLES = 1000
 def check_init(subject, case) -> dict:
     """Every parameter is drawn from its spec distribution (bounds and a KS test)."""
     cfg = case.config
-    spec = init_spec(cfg)
-    constructions = math.ceil(SAMPLES / min(math.prod(s) for s in param_shapes(cfg).values()))
+    first = subject.construct(cfg)
+    pmap = subject.param_map(first, cfg)
+    spec = {name: dist for name, dist in init_spec(cfg).items() if pmap.entries[name]}
+    constructions = math.ceil(SAMPLES / min(math.prod(param_shapes(cfg)[name]) for name in spec))
     drawn = {name: [] for name in spec}
-    for _ in range(constructions):
-        for name, value in spec_state(subject.construct(cfg), cfg).items():
+    for index in range(constructions):
+        module = first if index == 0 else subject.construct(cfg)
+        for name, value in spec_state(module, cfg, pmap).items():
             drawn[name].append(to_numpy(value).ravel())
     samples = {name: np.concatenate(values) for name, values in drawn.items()}
     fitted = {name: uniform_fit(samples[name], spec[name]) for name in spec}

@@ -17,11 +17,12 @@ import torch
 
 from rnnbench import reference
 from rnnbench.reference.numerics import nest_outputs, state_grad_names
-from rnnbench.suites.compare import difference, first_mismatch, summary
+from rnnbench.suites.compare import SAMPLE_VALUES, difference, first_mismatch, summary
 from rnnbench.suites.diagnoses import diagnose
 from rnnbench.suites.divergence import locate
+from rnnbench.suites.layers import time_major
 from rnnbench.suites.results import Finding
-from rnnbench.suites.subject import call, entry_grad, spec_parameters, to_numpy
+from rnnbench.suites.subject import call, spec_grad, spec_parameters, to_numpy
 from rnnbench.suites.trial import Trial, nest_hx
 
 
@@ -38,7 +39,7 @@ def check_gradients(subject, case, dtype: str) -> dict:
     # Training mode: cuDNN computes RNN gradients only there; these cases have no dropout.
     trial = Trial(subject, case, dtype, "gradients", train=True)
     cfg = trial.cfg
-    stored = spec_parameters(trial.module, cfg)
+    stored = spec_parameters(trial.module, cfg, trial.pmap)
     x, hx = trial.tensors()
     # The tensors to differentiate by, keyed as reference.backward keys their gradients.
     leaves = {"input": x, **dict(zip(state_grad_names(cfg), (hx or {}).values()))}
@@ -62,7 +63,7 @@ def check_gradients(subject, case, dtype: str) -> dict:
 def _backward(trial: Trial, outputs: dict, grad_out: dict, leaves: dict, stored: dict) -> dict:
     """The implementation's gradients of sum(outputs * grad_out) w.r.t. the leaves and every
     spec parameter (cut from the registered parameter storing it), in float64."""
-    owners = list({id(owner): owner for owner, _ in stored.values()}.values())
+    owners = list({id(owner): owner for parts in stored.values() for owner, _, _ in parts}.values())
     wrt = [*leaves.values(), *owners]
     try:
         grads = call("backward", torch.autograd.grad, list(outputs.values()), wrt,
@@ -76,8 +77,7 @@ def _backward(trial: Trial, outputs: dict, grad_out: dict, leaves: dict, stored:
     grads = [torch.zeros_like(t) if g is None else g for t, g in zip(wrt, grads)]  # unused: zero
     observed = dict(zip(leaves, grads))
     by_owner = {id(owner): grad for owner, grad in zip(owners, grads[len(leaves):])}
-    observed.update((name, entry_grad(owner, entry, by_owner[id(owner)]))
-                    for name, (owner, entry) in stored.items())
+    observed.update((name, spec_grad(parts, by_owner)) for name, parts in stored.items())
     return {name: to_numpy(grad) for name, grad in observed.items()}
 
 
@@ -106,4 +106,21 @@ def compare_forward(trial: Trial, observed: dict) -> dict:
                 "tol": tol.atol}
     name, numbers = wrong
     numbers.update(locate(trial, observed, expected, tol))
+    if name == "output" and numbers.get("timestep") is not None:
+        numbers.update(_at_divergence(trial, observed, expected, numbers))
     raise Finding(summary(name, numbers), diagnose(trial, observed), **numbers)
+
+
+def _at_divergence(trial: Trial, observed: dict, expected: dict, numbers: dict) -> dict:
+    """The output's values at the first diverging timestep (first sequence of the batch, the
+    diverging direction's features), for the finding's sample."""
+    cfg, t = trial.cfg, numbers["timestep"]
+    width = cfg.output_size
+    d = 1 if numbers.get("direction") == "reverse" else 0
+    def row(output):
+        seq = time_major(cfg, np.asarray(output))
+        return seq[t, 0, d * width:(d + 1) * width]
+    batch_first = cfg.batch_first and trial.case.batched
+    at = [t] if not trial.case.batched else ([0, t] if batch_first else [t, 0])
+    return {"at": at, "expected": row(expected["output"])[:SAMPLE_VALUES].tolist(),
+            "actual": row(observed["output"])[:SAMPLE_VALUES].tolist()}

@@ -9,7 +9,7 @@ from rnnbench.reference.numerics import output_names, state_names
 from rnnbench.suites.cases import Case
 from rnnbench.suites.check_numerics import observe
 from rnnbench.suites.compare import agree, first_mismatch, summary
-from rnnbench.suites.diagnoses import final_state_mismatch
+from rnnbench.suites.diagnoses import diagnose, final_state_mismatch
 from rnnbench.suites.results import Finding
 from rnnbench.suites.subject import to_numpy
 from rnnbench.suites.trial import Trial
@@ -37,5 +37,11 @@ def check_state(subject, case) -> dict:
         return {}
     name, numbers = wrong
     ignored = agree(trial.run(second_x, None), second, tol)
+    if ignored:
+        diagnosis = "h0_ignored"
+    elif not agree(whole, trial.expected(), tol):  # the whole sequence is wrong already
+        diagnosis = diagnose(trial, whole)
+    else:
+        diagnosis = final_state_mismatch(cfg, whole, tol)
     raise Finding(summary(f"{name} of the two halves", numbers, "the whole sequence's"),
-                  "h0_ignored" if ignored else final_state_mismatch(cfg, whole, tol), **numbers)
+                  diagnosis, **numbers)

@@ -3,8 +3,8 @@
 A check is a generic function of (subject, case) that returns numbers when the implementation
 passed and raises `Finding` when it did not; it knows nothing about any one implementation. Its
 id on a case is "<name>/<case name>", e.g. "forward/two-layer-bidirectional"; with the kind it
-is unique and stable across runs. `dtype` and `backward` say which features the check needs, so
-an implementation that declares them unsupported gets "not_supported" instead of a failure.
+is unique and stable across runs. `dtype`, `backward` and `features` say which features the check
+needs, so an implementation that lacks them gets "not_supported" instead of a failure.
 """
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ class Check:
     applies: Callable[[Case], bool] = _every
     dtype: str = "float32"
     backward: bool = False
+    features: tuple[str, ...] = ()  # call features the check needs whatever the case
 
     def id(self, case: Case) -> str:
         return f"{self.name}/{case.name}"
@@ -57,19 +58,25 @@ def _numeric_checks() -> list[Check]:
 
 CHECKS: tuple[Check, ...] = (
     Check("parameters", "construction", check_construction.check_parameters, CASES),
-    Check("dtype-device", "construction", check_construction.check_dtype_device,
-          CONSTRUCTION_CASES, dtype="float64"),
+    Check("biases", "construction", check_construction.check_biases, CONSTRUCTION_CASES,
+          applies=lambda case: case.config.bias),
+    *(Check(f"dtype-device{suffix}", "construction",
+            partial(check_construction.check_dtype_device, dtype=dtype), CONSTRUCTION_CASES,
+            dtype=dtype, features=("factory_kwargs",))
+      for dtype, suffix in (("float64", ""), ("float32", "-float32"))),
     Check("invalid-arguments", "construction", check_construction.check_invalid_arguments,
           CONSTRUCTION_CASES),
     Check("init", "init", check_init.check_init, CONSTRUCTION_CASES),
     Check("shapes", "shapes", check_shapes.check_shapes, CASES),
     *_numeric_checks(),
-    Check("state", "state", check_state.check_state, CASES, applies=check_state.applies),
+    Check("state", "state", check_state.check_state, CASES, applies=check_state.applies,
+          features=("initial_state",)),
     Check("dropout-eval", "dropout", check_dropout.check_eval, DROPOUT_CASES,
           applies=check_dropout.has_dropout),
     Check("dropout-train", "dropout", check_dropout.check_train, DROPOUT_CASES),
     *(Check(f"error-{wrong.name}", "errors", partial(check_errors.check_rejected, wrong=wrong),
-            CASES, applies=wrong.applies) for wrong in check_errors.WRONG_INPUTS),
+            CASES, applies=wrong.applies, features=wrong.features)
+      for wrong in check_errors.WRONG_INPUTS),
     Check("inputs", "inputs", check_inputs.check_inputs_unchanged, CASES),
     *(Check(**row) for row in check_implicit.ROWS),
 )

@@ -1,7 +1,8 @@
 """The child process of `rnnbench.suites.isolation.conform`: load the target, run the planned
 checks from a given index on, and report each as a JSON line on a dedicated pipe.
 
-Run as `python -m rnnbench.suites.child OPTIONS_JSON`; OPTIONS_JSON["fd"] is the pipe's write end.
+Started by `rnnbench.suites.isolation` with OPTIONS_JSON as its argument; OPTIONS_JSON["fd"] is
+the pipe's write end.
 Events, one JSON object per line: {"event": "usage_error", "message"} | {"event": "plan",
 "implementation", "items"} | {"event": "environment", "environment"} | {"event": "start", "index"}
 | {"event": "result", "index", "result"} | {"event": "done"}. What the implementation prints goes
@@ -9,6 +10,7 @@ to stdout and stderr, which the parent keeps apart from the events.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -29,8 +31,10 @@ def main(argv: list[str]) -> int:
         try:
             check_device(options["device"])
             impl = load(options["target"], kinds[0] if len(kinds) == 1 else None)
+            if options.get("param_map"):
+                impl = dataclasses.replace(impl, param_map=options["param_map"])
             check_available(impl)
-            items = plan(impl, kinds, options["quick"])
+            items = plan(impl, kinds, options["quick"], options.get("checks"))
         except UsageError as exc:
             send("usage_error", message=str(exc))
             return 2

@@ -40,8 +40,25 @@ def first_mismatch(observed: dict, expected: dict, tol: Tolerance) -> tuple[str,
             continue
         numbers = difference(got, want, tol)
         if not numbers["excess"] <= 1.0:
-            return name, numbers
+            return name, {**numbers, **sample(name, got, want, tol)}
     return None
+
+
+SAMPLE_VALUES = 6
+
+
+def sample(name: str, actual, expected, tol: Tolerance) -> dict:
+    """Where the worst element of a comparison is and the values around it: the index of its
+    row (every axis but the last) and up to SAMPLE_VALUES values of that row on each side."""
+    actual = np.asarray(actual, dtype=np.float64)
+    expected = np.asarray(expected, dtype=np.float64)
+    if actual.shape != expected.shape or actual.size == 0:
+        return {}
+    ratio = np.abs(actual - expected) / (tol.atol + tol.rtol * np.abs(expected))
+    worst = np.unravel_index(int(np.argmax(np.where(np.isnan(ratio), np.inf, ratio))), ratio.shape)
+    row = tuple(int(i) for i in worst[:-1])
+    return {"name": name, "at": list(row), "expected": expected[row][:SAMPLE_VALUES].tolist(),
+            "actual": actual[row][:SAMPLE_VALUES].tolist()}
 
 
 def agree(observed: dict, expected: dict, tol: Tolerance) -> bool:

@@ -1,12 +1,19 @@
 """`conform`: the checks of one target, run in a child process that cannot take the run down.
 
 The child (`rnnbench.suites.child`) loads the target, plans the checks and streams one result per
-check. When it dies (a segfault, `os._exit`) or a check runs past the time limit, the check it
+check. When it dies (a segfault, `os._exit`) or a check runs past its time limit, the check it
 was running becomes an "error" result, the child is killed if need be, and a fresh child carries
-on with the next check; `sys.exit` inside a check is caught in the child itself. A kind on which
-the process died CRASH_LIMIT checks in a row is given up (its remaining checks are "error"
-results), so an implementation that always crashes costs a few restarts, not one per check.
-What finished is always kept: an interrupted run returns the results it has.
+on with the next check; `sys.exit` inside a check is caught in the child itself.
+
+Every run is bounded, however the implementation misbehaves:
+- a check's time limit is the larger of `timeout_s` and CHECK_SLOWDOWN times what the check
+  takes on native (`native_seconds.json`, measured by `python -m rnnbench.suites.native_times`);
+- a kind on which the process died CRASH_LIMIT checks in a row is given up;
+- once checks that hung or crashed have cost LOST_BUDGET_S in all, the rest of the run is given
+  up (an implementation that hangs after a while would otherwise restart a child per check);
+- after `budget_s` the remaining checks are not run.
+Checks that are not run are "error" results that say why. What finished is always kept: an
+interrupted run returns the results it has.
 """
 from __future__ import annotations
 
@@ -19,49 +26,88 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from rnnbench.errors import UsageError
+from rnnbench.findings import unsupported_features
 from rnnbench.results import CONFORMANCE_SCHEMA
 from rnnbench.suites.results import CheckResult
 from rnnbench.suites.runner import check_kinds, device_type, summarize
 
 DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_BUDGET_S = 270.0  # with start-up, every run ends within five minutes
 LOAD_TIMEOUT_S = 180.0  # importing torch and the target in a fresh process
 CRASH_LIMIT = 3
+LOST_BUDGET_S = 100.0
+CHECK_SLOWDOWN = 100.0
+NATIVE_SECONDS = Path(__file__).with_name("native_seconds.json")
+# The child must import this rnnbench, not a folder of that name in the working directory, which
+# `python -m` would put first on sys.path; the working directory stays importable, last.
+LAUNCHER = ("import sys; cwd = sys.path.pop(0); import rnnbench.suites.child as child; "
+            "sys.path.append(cwd); sys.exit(child.main(sys.argv))")
 
 
 def conform(target: str, kinds=None, device: str = "cpu", quick: bool = False, seed: int = 0,
             timeout_s: float = DEFAULT_TIMEOUT_S,
-            progress: Callable[[CheckResult, int, int], None] | None = None) -> dict:
+            progress: Callable[[CheckResult, int, int], None] | None = None, *,
+            checks: str | None = None, param_map: dict | None = None,
+            budget_s: float | None = DEFAULT_BUDGET_S) -> dict:
     """Run the checks of `target` isolated; the rnnbench.conformance/1 document.
 
+    `checks` selects checks by pattern (see `runner.plan`); `param_map` maps the module's
+    state_dict keys to the spec's names; `budget_s` bounds the run (None: unbounded).
     UsageError when the target cannot be loaded, a kind or the device is wrong. Interrupted
     (KeyboardInterrupt), the document has the results so far and "interrupted": true.
     """
     check_kinds(kinds)  # before paying for a child process
     device_type(device)
     started = time.perf_counter()
-    run = _Run(target, list(kinds or []), device, quick, seed, timeout_s, progress)
+    options = {"target": target, "kinds": list(kinds or []), "device": device, "quick": quick,
+               "seed": seed, "checks": checks, "param_map": param_map or {}}
+    run = _Run(options, timeout_s, budget_s, progress)
     try:
         run.until_done()
     except KeyboardInterrupt:
         run.interrupted = True
+    results = [r.to_dict() for r in run.results()]
     return {
         "schema": CONFORMANCE_SCHEMA, "target": target, "implementation": run.implementation,
         "kinds": list(dict.fromkeys(item["kind"] for item in run.items)),
-        "device": device, "quick": quick, "seed": seed, "interrupted": run.interrupted,
-        "duration_s": time.perf_counter() - started, "environment": run.environment,
-        "summary": summarize(run.results()), "results": [r.to_dict() for r in run.results()],
+        "device": device, "quick": quick, "seed": seed, "checks": checks,
+        "interrupted": run.interrupted, "duration_s": time.perf_counter() - started,
+        "environment": run.environment, "summary": summarize(run.results()),
+        "not_supported_features": {feature: entry["reason"] for feature, entry
+                                   in unsupported_features(results).items()},
+        "param_map": param_map_of(results), "results": results,
     }
+
+
+def param_map_of(results: list[dict]) -> dict:
+    """The parameter map the checks assumed ({module key: spec name}), as the parameters
+    check reported it; empty when the module speaks torch.nn's names."""
+    for result in results:
+        mapping = (result.get("numbers") or {}).get("param_map")
+        if mapping:
+            return mapping
+    return {}
+
+
+def native_seconds() -> dict[str, float]:
+    """What each check (by name) takes on native at most, over kinds and cases."""
+    try:
+        return json.loads(NATIVE_SECONDS.read_text())["seconds"]
+    except (OSError, ValueError, KeyError):
+        return {}
 
 
 class _Run:
     """The parent's side: children started one after another until every item has a result."""
 
-    def __init__(self, target, kinds, device, quick, seed, timeout_s, progress):
-        self.options = {"target": target, "kinds": kinds, "device": device, "quick": quick,
-                        "seed": seed}
-        self.timeout_s, self.progress = timeout_s, progress
+    def __init__(self, options: dict, timeout_s: float, budget_s: float | None, progress):
+        self.options = options
+        self.timeout_s, self.budget_s, self.progress = timeout_s, budget_s, progress
+        self.native = native_seconds()
+        self.started = time.monotonic()
         self.items: list[dict] = []
         self.done: dict[int, CheckResult] = {}
         self.implementation = None
@@ -69,6 +115,7 @@ class _Run:
         self.interrupted = False
         self.skip_kinds: set[str] = set()
         self.crashes_in_a_row = 0
+        self.lost_s = 0.0
 
     def results(self) -> list[CheckResult]:
         return [self.done[i] for i in sorted(self.done)]
@@ -89,6 +136,24 @@ class _Run:
             start = self.next_index() if self.items else None
             if start is None:
                 return
+            if self.lost_s >= LOST_BUDGET_S:
+                return self.give_up_all(f"checks that hung or crashed cost {self.lost_s:.0f} s "
+                                        f"in all (limit {LOST_BUDGET_S:g} s)")
+            if self.remaining_s() <= 0:
+                return self.give_up_all(f"the run's budget of {self.budget_s:g} s is spent "
+                                        "(--budget allows more)")
+
+    def remaining_s(self) -> float:
+        if self.budget_s is None:
+            return float("inf")
+        return self.budget_s - (time.monotonic() - self.started)
+
+    def limit_s(self, index: int | None) -> float:
+        """The time limit of item `index` (the next one while none is running)."""
+        if index is None or index >= len(self.items):
+            return self.timeout_s
+        name = self.items[index]["check"].split("/", 1)[0]
+        return max(self.timeout_s, CHECK_SLOWDOWN * self.native.get(name, 0.0))
 
     def child(self, start: int) -> None:
         """One child from item `start` on, until it finishes, dies or hangs."""
@@ -98,13 +163,16 @@ class _Run:
             try:
                 running, planned, since = None, False, time.monotonic()
                 while True:
-                    # Until this child has loaded the target, allow for imports; then per check.
-                    limit = self.timeout_s if planned else LOAD_TIMEOUT_S
+                    # Until this child has loaded the target, allow for imports; then per check,
+                    # and never past the run's budget.
+                    limit = self.limit_s(running) if planned else LOAD_TIMEOUT_S
+                    deadline = min(since + limit, time.monotonic() + self.remaining_s())
                     try:
-                        event = child.next_event(since + limit - time.monotonic())
+                        event = child.next_event(deadline - time.monotonic())
                     except TimeoutError:
                         child.kill()
-                        how = f"timed out after {limit:g} s"
+                        how = (f"timed out after {limit:.0f} s" if deadline == since + limit
+                               else "was stopped: the run's budget is spent")
                         break
                     if event is None:  # the child closed its end: it is exiting
                         how = child.how_it_ended()
@@ -148,9 +216,16 @@ class _Run:
         item = self.items[index]
         self.record(index, CheckResult(**item, outcome="error", message=f"the process {how}"
                                        + _last_line(output), duration_s=duration_s))
+        self.lost_s += duration_s
         self.crashes_in_a_row += 1
         if self.crashes_in_a_row >= CRASH_LIMIT:
             self.give_up(item["kind"])
+
+    def give_up_all(self, reason: str) -> None:
+        """Every item without a result becomes an error saying why it was not run."""
+        for index, item in enumerate(self.items):
+            if index not in self.done:
+                self.record(index, CheckResult(**item, outcome="error", message=f"not run: {reason}"))
 
     def give_up(self, kind: str) -> None:
         self.skip_kinds.add(kind)
@@ -163,12 +238,12 @@ class _Run:
 
 
 class _Child:
-    """`python -m rnnbench.suites.child` with a pipe for its events; its prints go to `output`."""
+    """The child process (see LAUNCHER) with a pipe for its events; its prints go to `output`."""
 
     def __init__(self, options: dict, output):
         read_end, write_end = os.pipe()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "rnnbench.suites.child", json.dumps({**options, "fd": write_end})],
+            [sys.executable, "-c", LAUNCHER, json.dumps({**options, "fd": write_end})],
             stdin=subprocess.DEVNULL, stdout=output, stderr=output, pass_fds=(write_end,),
             start_new_session=True)  # its own process group, so a kill reaches what it started
         os.close(write_end)

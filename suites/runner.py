@@ -6,6 +6,7 @@ implementation does can take the run down with it.
 """
 from __future__ import annotations
 
+import fnmatch
 import math
 import time
 import traceback
@@ -15,12 +16,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from rnnbench.errors import UsageError
-from rnnbench.impls.base import Implementation
+from rnnbench.impls.base import Implementation, required_features
 from rnnbench.impls.registry import KINDS, one_line
+from rnnbench.reference import io_shapes
 from rnnbench.results import OUTCOMES
 from rnnbench.suites.cases import Case
 from rnnbench.suites.checks import CHECKS, Check
 from rnnbench.suites.results import CheckResult, Finding, NotSupported
+from rnnbench.suites.parammap import probe_config
 from rnnbench.suites.subject import Subject
 
 
@@ -85,10 +88,22 @@ def check_available(impl: Implementation) -> None:
         raise UsageError(f"{impl.name} is not available here: {reason}")
 
 
-def plan(impl: Implementation, kinds=None, quick: bool = False) -> list[Item]:
-    """Every (kind, check, case) to run, in a stable order."""
-    return [Item(kind, check, case) for kind in resolve_kinds(impl, kinds) for check in CHECKS
-            for case in check.cases(kind, quick)]
+def plan(impl: Implementation, kinds=None, quick: bool = False,
+         checks: str | None = None) -> list[Item]:
+    """Every (kind, check, case) to run, in a stable order; `checks` selects by a shell-style
+    pattern on the check id ("forward/single-layer", "error-*") or on "kind/id"."""
+    items = [Item(kind, check, case) for kind in resolve_kinds(impl, kinds) for check in CHECKS
+             for case in check.cases(kind, quick)]
+    if checks is None:
+        return items
+    chosen = [item for item in items if any(fnmatch.fnmatchcase(text, pattern)
+                                            for text in (item.id, f"{item.kind}/{item.id}")
+                                            for pattern in checks.split(","))]
+    if not chosen:
+        raise UsageError(f"--check {checks}: no check matches (ids look like "
+                         f"{items[0].id if items else 'forward/single-layer'}; "
+                         "`rnnbench list checks` lists them)")
+    return chosen
 
 
 def run_item(impl: Implementation, item: Item, device: str = "cpu", seed: int = 0) -> CheckResult:
@@ -97,12 +112,18 @@ def run_item(impl: Implementation, item: Item, device: str = "cpu", seed: int = 
 
     start = time.perf_counter()
     result = CheckResult(**item.describe(), outcome="passed")
-    missing = impl.missing_features(item.case.config, batched=item.case.batched,
-                                    dtype=item.check.dtype, device=device_type(device),
-                                    backward=item.check.backward)
+    # Whether unbatched input is supported is asked of the module only where a check runs it.
+    calls_forward = item.check.category not in ("construction", "init")
+    reasons = unsupported(impl, item.kind, device, probe_unbatched=calls_forward and not item.case.batched)
+    how = {"batched": item.case.batched, "dtype": item.check.dtype, "device": device_type(device),
+           "backward": item.check.backward, "extra": item.check.features + item.case.needs}
+    missing = impl.missing_features(item.case.config, **how)
+    missing += [f for f in required_features(item.case.config, **how)
+                if f in reasons and f not in missing]
     if missing:
         result.outcome = "not_supported"
-        result.message = f"needs {', '.join(missing)}, which {impl.name} declares unsupported"
+        result.message = "; ".join(f"needs {feature}: {reasons[feature]}" for feature in missing)
+        result.numbers = {"features": {feature: reasons[feature] for feature in missing}}
         return result
     # Seeded per item, so a result does not depend on which items ran before it.
     torch.manual_seed(zlib.crc32(f"{seed}/{item.kind}/{item.id}".encode()))
@@ -122,6 +143,48 @@ def run_item(impl: Implementation, item: Item, device: str = "cpu", seed: int = 
     result.numbers = {name: _plain(value) for name, value in result.numbers.items()}
     result.duration_s = time.perf_counter() - start
     return result
+
+
+# (implementation, kind, device) -> the features found unsupported by trying them (see `probe`).
+_PROBED: dict[tuple, dict[str, str]] = {}
+
+
+def unsupported(impl: Implementation, kind: str, device: str,
+                probe_unbatched: bool = False) -> dict[str, str]:
+    """Every feature `kind` of `impl` lacks, with the reason: declared, read off its signatures,
+    or, when `probe_unbatched`, found by `probe` (once per process)."""
+    key = (impl.name, kind, device)
+    if probe_unbatched and key not in _PROBED:
+        _PROBED[key] = probe(Subject(impl, kind, device))
+    return {**_PROBED.get(key, {}), **impl.unsupported_reasons(kind)}
+
+
+def probe(subject: Subject) -> dict[str, str]:
+    """Features a module refuses loudly: unbatched input (the one part of torch.nn's contract no
+    constructor argument announces) is not supported when forward raises on it while the same
+    module runs batched input. A module that returns something for unbatched input is judged on
+    it like any other."""
+    import torch
+
+    if "unbatched" in subject.impl.unsupported_reasons(subject.kind):
+        return {}
+    cfg = probe_config(subject.kind)
+    shapes = {batch: io_shapes(cfg, batch, 4)["input"] for batch in (2, None)}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            module = subject.construct(cfg)
+            module(torch.zeros(shapes[2]))
+    except Exception:  # broken for batched input too: the checks say how
+        return {}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            module(torch.zeros(shapes[None]))
+    except Exception as exc:
+        return {"unbatched": f"forward raised {one_line(exc)} on unbatched input "
+                             f"{tuple(shapes[None])}"}
+    return {}
 
 
 def run_checks(impl: Implementation, kinds=None, device: str = "cpu", quick: bool = False,
@@ -148,7 +211,10 @@ def summarize(results: list[CheckResult]) -> dict[str, int]:
 
 
 def _plain(value):
-    """A number as JSON can hold it: NumPy scalars as Python ones, inf and nan as strings."""
+    """A number as JSON can hold it: NumPy scalars as Python ones, inf and nan as strings;
+    lists element by element."""
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
     value = value.item() if hasattr(value, "item") else value
     return str(value) if isinstance(value, float) and not math.isfinite(value) else value
 

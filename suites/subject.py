@@ -2,11 +2,14 @@
 
 `Subject` is one kind of one implementation on one device. Every call into the implementation
 goes through `call`, so whatever it raises on a valid input becomes a `Finding` (a failure of the
-implementation), never an error of the harness.
+implementation), never an error of the harness. Constructors are called as torch.nn's, through
+`rnnbench.impls.adapt` where the implementation's own signature differs.
 
-Parameters are found by the spec's names in the module's state_dict (as torch.nn's checkpoints
-are), set through load_state_dict, and traced to the registered parameters that store them, so
-an implementation may keep them fused or nested as long as its state_dict speaks torch.nn.
+Parameters are found in the module's state_dict (as torch.nn's checkpoints are) through a
+`ParamMap` (`rnnbench.suites.parammap`): the identity when the module speaks torch.nn's names,
+else the user's map or one inferred from shapes. They are set through load_state_dict and traced
+to the registered parameters that store them, so an implementation may keep them fused, nested,
+transposed or under its own names; one it does not have at all is held at zero.
 """
 from __future__ import annotations
 
@@ -19,7 +22,8 @@ import torch
 from rnnbench.impls.base import Implementation
 from rnnbench.impls.registry import one_line
 from rnnbench.reference import Config, init_spec, param_shapes
-from rnnbench.suites.layers import blocks
+from rnnbench.suites import parammap
+from rnnbench.suites.parammap import ParamMap
 from rnnbench.suites.results import Finding
 
 TORCH_DTYPES = {"float64": torch.float64, "float32": torch.float32,
@@ -36,6 +40,10 @@ def call(what: str, function, *args, **kwargs):
 
 def to_numpy(tensor: torch.Tensor) -> np.ndarray:
     return tensor.detach().to("cpu", torch.float64).numpy()
+
+
+# (implementation, kind, device) -> the roles of its state_dict keys, or why they are unknown.
+_ROLES: dict[tuple, dict | parammap.MappingError] = {}
 
 
 @dataclass(frozen=True)
@@ -63,7 +71,8 @@ class Subject:
         module = self.construct(cfg)
         module = call("module.to()", module.to, device=self.device, dtype=TORCH_DTYPES[dtype])
         if params is not None:
-            load(module, cfg, {name: self.tensor(value, dtype) for name, value in params.items()})
+            load(module, cfg, self.param_map(module, cfg),
+                 {name: self.tensor(value, dtype) for name, value in params.items()})
         module.train(train)
         return module
 
@@ -74,45 +83,90 @@ class Subject:
         """A generator that depends on the seed, this kind and `labels` only."""
         return np.random.default_rng([self.seed, zlib.crc32("/".join((self.kind, *labels)).encode())])
 
+    def param_map(self, module: torch.nn.Module, cfg: Config) -> ParamMap:
+        """Where the spec's parameters sit in `module`; Finding(param_names) when that cannot
+        be told."""
+        shapes = {key: tuple(value.shape)
+                  for key, value in call("state_dict()", module.state_dict).items()}
+        spec = param_shapes(cfg)
+        if all(shapes.get(name) == shape for name, shape in spec.items()):
+            return parammap.identity(cfg)
+        try:
+            if self.impl.param_map:
+                return parammap.from_user(cfg, shapes, dict(self.impl.param_map))
+            return parammap.resolve(cfg, shapes, self._roles())
+        except parammap.MappingError as exc:
+            raise Finding(f"cannot match the module's parameters to torch.nn's: {exc}",
+                          "param_names") from None
 
-def spec_state(module: torch.nn.Module, cfg: Config) -> dict[str, torch.Tensor]:
-    """The module's state_dict entries for the spec's parameter names, in the spec's order.
-    Finding(param_names / param_shapes) when they are not there as the spec says."""
+    def _roles(self) -> dict:
+        """The roles of the state_dict keys, learnt once per process on the probe module."""
+        key = (self.impl.name, self.kind, self.device)
+        if key not in _ROLES:
+            cfg = parammap.probe_config(self.kind)
+            state = call("state_dict()", self.construct(cfg).state_dict)
+            try:
+                _ROLES[key] = parammap.learn_roles(cfg, {k: tuple(v.shape) for k, v in state.items()})
+            except parammap.MappingError as exc:
+                _ROLES[key] = exc
+        roles = _ROLES[key]
+        if isinstance(roles, parammap.MappingError):
+            raise roles
+        return roles
+
+
+def spec_state(module: torch.nn.Module, cfg: Config, pmap: ParamMap) -> dict[str, torch.Tensor]:
+    """The module's values of the spec's parameters in the spec's order, read through `pmap`
+    (views of its state_dict entries); a parameter the module does not have is left out.
+    Finding(param_shapes) when a value's shape is not the spec's."""
     state = call("state_dict()", module.state_dict)
-    shapes = param_shapes(cfg)
-    missing = [name for name in shapes if name not in state]
-    if missing:
-        extra = [name for name in state if name not in shapes]
-        raise Finding(f"state_dict lacks {_listed(missing)}" + (f"; it has {_listed(extra)}" if extra else ""),
-                      _missing_diagnosis(cfg, missing), parameter=missing[0])
-    for name, shape in shapes.items():
-        got = tuple(state[name].shape)
-        if got != shape:
-            raise Finding(f"{name} has shape {got}, expected {shape}", "param_shapes", parameter=name)
-    return {name: state[name] for name in shapes}
+    values = {}
+    for name, shape in param_shapes(cfg).items():
+        pieces = pmap.entries[name]
+        if not pieces:
+            continue
+        parts = [piece.view(state[piece.key]) for piece in pieces]
+        try:
+            value = torch.cat(parts) if len(parts) > 1 else parts[0]
+        except RuntimeError:  # pieces that do not even stack
+            value = parts[0]
+        if tuple(value.shape) != shape:
+            where = " + ".join(p.describe() for p in pieces)
+            raise Finding(f"{name} has shape {tuple(value.shape)}"
+                          + (f" (as {where})" if where != name else "") + f", expected {shape}",
+                          "param_shapes", parameter=name)
+        values[name] = value
+    return values
 
 
-def _missing_diagnosis(cfg: Config, missing: list[str]) -> str:
-    """One whole bias block missing (every bias_hh, say) is a single bias; else the names differ."""
-    block, shapes = blocks(cfg), param_shapes(cfg)
-    gone = {block[name] for name in missing}
-    whole = set(missing) == {name for name in shapes if block[name] in gone}
-    return "single_bias" if len(gone) == 1 and whole and len(shapes[missing[0]]) == 1 else "param_names"
-
-
-def spec_parameters(module: torch.nn.Module, cfg: Config) -> dict[str, tuple]:
-    """For each spec name, (the registered parameter its state_dict entry is stored in, the
-    entry). The entry may be the parameter itself or a slice of a fused one; Finding when it is
-    stored in no parameter, as then neither gradients nor optimizers can reach it."""
+def spec_parameters(module: torch.nn.Module, cfg: Config, pmap: ParamMap) -> dict[str, list]:
+    """For each spec parameter the module has, its pieces as (the registered parameter its
+    state_dict entry is stored in, the entry, the piece): what gradients and optimizers reach.
+    The entry may be the parameter itself or a slice of a fused one; Finding when it is stored in
+    no parameter."""
+    spec_state(module, cfg, pmap)  # shapes first
+    state = call("state_dict()", module.state_dict)
     owners = list(call("parameters()", lambda: list(module.parameters())))
     found = {}
-    for name, entry in spec_state(module, cfg).items():
-        owner = next((p for p in owners if _stored_in(entry, p)), None)
-        if owner is None:
-            raise Finding(f"state_dict's {name} is not stored in any registered parameter "
-                          "(gradients and optimizers cannot reach it)", parameter=name)
-        found[name] = (owner, entry)
+    for name, pieces in pmap.entries.items():
+        parts = []
+        for piece in pieces:
+            entry = state[piece.key]
+            owner = next((p for p in owners if _stored_in(entry, p)), None)
+            if owner is None:
+                raise Finding(f"state_dict's {piece.key} is not stored in any registered "
+                              "parameter (gradients and optimizers cannot reach it)", parameter=name)
+            parts.append((owner, entry, piece))
+        if parts:
+            found[name] = parts
     return found
+
+
+def spec_grad(parts: list, grads: dict[int, torch.Tensor]) -> torch.Tensor:
+    """A spec parameter's gradient from its pieces (see `spec_parameters`) and the gradients of
+    the registered parameters, keyed by id(parameter)."""
+    cut = [piece.view(entry_grad(owner, entry, grads[id(owner)])) for owner, entry, piece in parts]
+    return torch.cat(cut) if len(cut) > 1 else cut[0]
 
 
 def entry_grad(owner: torch.Tensor, entry: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
@@ -134,18 +188,33 @@ def _stored_in(entry: torch.Tensor, owner: torch.Tensor) -> bool:
     return own_low <= low and high <= own_high
 
 
-def load(module: torch.nn.Module, cfg: Config, tensors: dict[str, torch.Tensor]) -> None:
-    """Set the module's parameters through load_state_dict, and make sure they took."""
-    spec_state(module, cfg)
-    call("load_state_dict()", module.load_state_dict, tensors, strict=False)
-    for name, value in spec_state(module, cfg).items():
+def load(module: torch.nn.Module, cfg: Config, pmap: ParamMap,
+         tensors: dict[str, torch.Tensor]) -> None:
+    """Set the module's parameters to `tensors` (by spec name) through load_state_dict, written
+    into the entries `pmap` names, and make sure they took. A parameter the module does not have
+    is skipped: it is held at zero."""
+    spec_state(module, cfg, pmap)
+    if pmap.identity:
+        given = tensors
+    else:
+        state = call("state_dict()", module.state_dict)
+        given = {key: state[key].detach().clone() for key in pmap.keys()}
+        for name, pieces in pmap.entries.items():
+            rows = [piece.view(given[piece.key]).shape[0] for piece in pieces]
+            for piece, part in zip(pieces, tensors[name].split(rows)):
+                piece.view(given[piece.key]).copy_(part)
+    call("load_state_dict()", module.load_state_dict, given, strict=False)
+    for name, value in spec_state(module, cfg, pmap).items():
         if not torch.equal(value.detach(), tensors[name]):
             raise Finding(f"load_state_dict() did not set {name}", parameter=name)
 
 
-def params_of(module: torch.nn.Module, cfg: Config) -> dict[str, np.ndarray]:
-    """The module's parameters as float64 NumPy arrays, keyed by the spec's names."""
-    return {name: to_numpy(value) for name, value in spec_state(module, cfg).items()}
+def params_of(module: torch.nn.Module, cfg: Config, pmap: ParamMap) -> dict[str, np.ndarray]:
+    """The module's parameters as float64 NumPy arrays, keyed by the spec's names; zeros for
+    those it does not have (held at zero)."""
+    values = spec_state(module, cfg, pmap)
+    return {name: to_numpy(values[name]) if name in values else np.zeros(shape)
+            for name, shape in param_shapes(cfg).items()}
 
 
 def draw_params(cfg: Config, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -153,8 +222,3 @@ def draw_params(cfg: Config, rng: np.random.Generator) -> dict[str, np.ndarray]:
     spec = init_spec(cfg)
     return {name: rng.uniform(spec[name].low, spec[name].high, shape)
             for name, shape in param_shapes(cfg).items()}
-
-
-def _listed(names: list[str], limit: int = 4) -> str:
-    shown = ", ".join(names[:limit])
-    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")

@@ -1,43 +1,94 @@
-"""Conformance results as text: a table per kind, each failure with its numbers, the verdict.
+"""Conformance results as text: the findings first, then a table per kind, then the verdict.
 
 Works on the rnnbench.conformance/1 document (results as dicts), so it renders a run just made
-and a JSON file alike. A failure reads like a finding:
+and a JSON file alike. The failures are grouped by root cause (`rnnbench.findings`), most
+fundamental first, one line each with how many checks it explains and one example; then what was
+not supported and why, once per feature; then a command that reruns the top finding's example
+alone with its details:
 
-    FAILED forward/two-layer-bidirectional: h_n differs from the reference (max abs 1.3e+00, tol 2.1e-06)
-      first divergence: layer 0, reverse direction, timestep 5
-      diagnosis: reverse direction not reversed in time [reverse_not_reversed]
+    Findings, most fundamental first:
+     1. sequence processed in the wrong time order [time_reversed]: 8 checks
+        e.g. forward/single-layer: output differs from the reference (max abs 1.5e+00, ...)
+             first divergence: layer 0, forward direction, timestep 0
+    Not supported (skipped, not failed):
+       num_layers: the constructor takes no `num_layers` (120 checks)
+    Rerun the first finding alone:
+      rnnbench conform my_rnn.py:MyRNN --kind rnn --check forward/single-layer --verbose
 """
 from __future__ import annotations
 
-from collections import Counter
+import shlex
 
+import numpy as np
 from tabulate import tabulate
 
-from rnnbench.findings import DIAGNOSES
+from rnnbench.findings import DIAGNOSES, group_failures, strip_addresses, unsupported_features
+from rnnbench.reference import io_shapes
 from rnnbench.suites.divergence import describe
 
 # Worst first: a group of results shows its worst outcome.
 SEVERITY = ("error", "failed", "not_supported", "passed")
 LABELS = {"failed": "FAILED", "error": "ERROR", "not_supported": "NOT SUPPORTED", "passed": "passed"}
 TALLY = {"passed": "passed", "failed": "failed", "not_supported": "not supported", "error": "errors"}
-MESSAGE_WIDTH = 70
+MESSAGE_WIDTH = 60
+SHOWN_FINDINGS = 10
 
 
-def finding(result: dict) -> list[str]:
+def finding(result: dict, indent: str = "") -> list[str]:
     """A failed or errored result as lines: the message, where it diverges, the diagnosis."""
-    lines = [f"{LABELS[result['outcome']]} {result['check']}: {result['message']}"]
+    lines = [f"{indent}{LABELS[result['outcome']]} {result['check']}: {result['message']}"]
     where = describe(result.get("numbers") or {})
     if where:
-        lines.append(f"  first divergence: {where}")
+        lines.append(f"{indent}  first divergence: {where}")
     if result.get("diagnosis"):
-        lines.append(f"  diagnosis: {DIAGNOSES[result['diagnosis']]} [{result['diagnosis']}]")
+        lines.append(f"{indent}  diagnosis: {DIAGNOSES.get(result['diagnosis'], '')} "
+                     f"[{result['diagnosis']}]")
+    return lines
+
+
+def findings(doc: dict) -> list[str]:
+    """The root causes, most fundamental first, with a command that reruns the first alone."""
+    groups = group_failures(doc["results"])
+    if not groups:
+        return []
+    several_kinds = len({r["kind"] for r in doc["results"]}) > 1
+    lines = ["Findings, most fundamental first:"]
+    for number, group in enumerate(groups[:SHOWN_FINDINGS], 1):
+        kinds = f" ({', '.join(group.kinds)})" if several_kinds else ""
+        tag = f" [{group.diagnosis}]" if group.diagnosis else ""
+        checks = f"{group.count} check{'s' * (group.count != 1)}"
+        lines.append(f"{number:2d}. {_short(group.sentence, 70)}{tag}: {checks}{kinds}")
+        example = group.example
+        lines.append(f"    e.g. {example['check']}: {strip_addresses(example['message'])}")
+        where = describe(example.get("numbers") or {})
+        if where:
+            lines.append(f"         first divergence: {where}")
+    if len(groups) > SHOWN_FINDINGS:
+        lines.append(f"    ... and {len(groups) - SHOWN_FINDINGS} more causes (every result is in --json)")
+    top = groups[0].example
+    lines += ["Rerun the first finding alone, with its inputs and numbers:",
+              f"  rnnbench conform {shlex.quote(doc['target'])} --kind {top['kind']} "
+              f"--check {top['check']} --verbose"]
+    return lines
+
+
+def not_supported(doc: dict) -> list[str]:
+    """What was skipped, once per feature, with the reason."""
+    skipped = unsupported_features(doc["results"])
+    if not skipped:
+        return []
+    lines = ["Not supported (these checks were skipped, not failed):"]
+    for feature, entry in skipped.items():
+        reason = f": {entry['reason']}" if entry["reason"] else ""
+        lines.append(f"   {feature}{reason} ({entry['checks']} check{'s' * (entry['checks'] != 1)})")
     return lines
 
 
 def kind_table(results: list[dict], verbose: bool = False) -> str:
     """One kind's results: a row per check (its cases summed up), or per result if `verbose`."""
     if verbose:
-        rows = [[r["check"], LABELS[r["outcome"]], _short(r["message"])] for r in results]
+        rows = [[r["check"], LABELS[r["outcome"]], _short(strip_addresses(r["message"]))]
+                for r in results]
         return tabulate(rows, headers=["check", "outcome", "message"])
     groups: dict[str, list[dict]] = {}
     for result in results:
@@ -47,29 +98,44 @@ def kind_table(results: list[dict], verbose: bool = False) -> str:
         worst = min(group, key=lambda r: SEVERITY.index(r["outcome"]))
         passed = sum(r["outcome"] == "passed" for r in group)
         message = "" if worst["outcome"] == "passed" else f"{worst['case']}: {worst['message']}"
-        rows.append([name, group[0]["category"], f"{passed}/{len(group)}", LABELS[worst["outcome"]],
-                     _short(message)])
-    return tabulate(rows, headers=["check", "category", "passed", "outcome", "first problem"])
+        rows.append([name, f"{passed}/{len(group)}", LABELS[worst["outcome"]],
+                     _short(strip_addresses(message))])
+    return tabulate(rows, headers=["check", "passed", "outcome", "first problem"])
 
 
-def report(doc: dict, verbose: bool = False, details_per_kind: int = 10) -> str:
-    """The whole run: per kind a table and its failures, then the diagnoses and the verdict."""
+def details(result: dict) -> list[str]:
+    """One result in full: the case's configuration and input shapes, the message, and where
+    the numbers were compared, the expected and actual values side by side."""
+    lines = finding(result)
+    case = _case(result)
+    if case is not None:
+        cfg = case.config
+        shapes = io_shapes(cfg, case.batch, case.steps)
+        given = ["input"] + (["h0"] + (["c0"] if cfg.family == "lstm" else []) if case.h0 else [])
+        lines.append(f"  config: {cfg.describe()}; batch {case.batch if case.batched else 'none (unbatched)'}"
+                     + ("" if cfg.is_cell else f", {case.steps} steps")
+                     + ("" if case.h0 else ", initial state omitted"))
+        lines.append("  inputs: " + ", ".join(f"{n} {shapes[n]}" for n in given))
+    numbers = result.get("numbers") or {}
+    if "expected" in numbers and "actual" in numbers:
+        at = ", ".join(map(str, numbers.get("at", [])))
+        lines.append(f"  {numbers.get('name', 'value')}[{at}, :{len(numbers['expected'])}]:")
+        lines.append(f"    expected {_values(numbers['expected'])}")
+        lines.append(f"    actual   {_values(numbers['actual'])}")
+    return lines
+
+
+def report(doc: dict, verbose: bool = False) -> str:
+    """The whole run: findings, what was not supported, a table per kind, the verdict."""
+    blocks = [block for block in ("\n".join(findings(doc)), "\n".join(not_supported(doc))) if block]
     by_kind: dict[str, list[dict]] = {}
     for result in doc["results"]:
         by_kind.setdefault(result["kind"], []).append(result)
-    blocks = []
     for kind, results in by_kind.items():
-        lines = [f"== {doc['target']} · {kind} ==", kind_table(results, verbose)]
-        problems = [r for r in results if r["outcome"] in ("failed", "error")]
-        for result in problems[:details_per_kind]:
-            lines.extend(finding(result))
-        if len(problems) > details_per_kind:
-            lines.append(f"... and {len(problems) - details_per_kind} more (every result is in --json)")
-        blocks.append("\n".join(lines))
-    diagnoses = Counter(r["diagnosis"] for r in doc["results"] if r.get("diagnosis"))
-    if diagnoses:
-        blocks.append("diagnoses:\n" + "\n".join(
-            f"  {DIAGNOSES[d]} [{d}]: {n} check{'s' * (n != 1)}" for d, n in diagnoses.most_common()))
+        blocks.append(f"== {doc['target']} · {kind} ==\n{kind_table(results, verbose)}")
+    if verbose:
+        problems = [r for r in doc["results"] if r["outcome"] in ("failed", "error")]
+        blocks += ["\n".join(details(r)) for r in problems]
     blocks.append(verdict(doc))
     return "\n\n".join(blocks)
 
@@ -79,9 +145,27 @@ def verdict(doc: dict) -> str:
     counts = doc["summary"]
     ok = counts["failed"] == 0 and counts["error"] == 0 and not doc.get("interrupted")
     word = "INTERRUPTED" if doc.get("interrupted") else ("PASSED" if ok else "FAILED")
-    tally = ", ".join(f"{counts[outcome]} {word}" for outcome, word in TALLY.items())
-    return f"{word}: {doc['target']} ({len(doc['results'])} checks: {tally}; {doc['duration_s']:.1f} s)"
+    tally = ", ".join(f"{counts[outcome]} {name}" for outcome, name in TALLY.items())
+    quick = ", quick case list" if doc.get("quick") else ""
+    return (f"{word}: {doc['target']} ({len(doc['results'])} checks{quick}: {tally}; "
+            f"{doc['duration_s']:.1f} s)")
 
 
-def _short(text: str) -> str:
-    return text if len(text) <= MESSAGE_WIDTH else text[:MESSAGE_WIDTH - 3] + "..."
+def _case(result: dict):
+    from rnnbench.suites.checks import CHECKS
+
+    name = result["check"].split("/", 1)[0]
+    for check in CHECKS:
+        if check.name == name:
+            return next((c for c in check.table if c.kind == result["kind"]
+                         and c.name == result["case"]), None)
+    return None
+
+
+def _values(values) -> str:
+    return np.array2string(np.asarray(values, dtype=float), precision=6, separator=", ",
+                           max_line_width=200)
+
+
+def _short(text: str, width: int = MESSAGE_WIDTH) -> str:
+    return text if len(text) <= width else text[:width - 3] + "..."

@@ -55,7 +55,8 @@ class Trial:
         rng = subject.rng(label, case.name)
         loaded = draw_params(self.cfg, rng) if isinstance(params, str) else params
         self.module = subject.build(self.cfg, dtype, loaded, train)
-        self.params = None if loaded is None else params_of(self.module, self.cfg)
+        self.pmap = subject.param_map(self.module, self.cfg)
+        self.params = None if loaded is None else params_of(self.module, self.cfg, self.pmap)
         shapes = io_shapes(self.cfg, case.batch, case.steps)
         # Rounded to the module's dtype once, so the reference sees exactly what the module sees.
         self.x64 = self._rounded(rng.normal(INPUT_MEAN, 1.0, shapes["input"]))

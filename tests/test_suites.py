@@ -268,7 +268,7 @@ def test_features_declared_unsupported_are_not_supported_not_failed():
     assert not problems([r for r in results if r.outcome != "not_supported"])
     assert any(r.case == "two-layer-bidirectional" for r in skipped)
     assert any(r.check.startswith("forward/") and r.case == "single-layer" for r in skipped)
-    assert all("declares unsupported" in r.message for r in skipped)
+    assert all("declares it unsupported" in r.message for r in skipped)
 
 
 # --- isolation: nothing an implementation does takes the run down --------------------------------
@@ -358,8 +358,11 @@ def test_cli_reports_a_failure_with_its_diagnosis_and_exits_1(tmp_path, capsys):
     code = main(["conform", f"{tmp_path / 'mine.py'}:MyCell", "--kind", "rnn_cell", "--quick"])
     out = capsys.readouterr().out
     assert code == 1
-    assert "FAILED forward/batched: h differs from the reference" in out
-    assert f"diagnosis: {DIAGNOSES['weight_transposed']} [weight_transposed]" in out
+    lines = out.splitlines()
+    assert lines[0] == "Findings, most fundamental first:"
+    assert lines[1].startswith(f" 1. {DIAGNOSES['weight_transposed']} [weight_transposed]: ")
+    assert lines[2].startswith("    e.g. forward/batched: h differs from the reference")
+    assert f"--kind rnn_cell --check forward/batched --verbose" in out
     assert out.rstrip().splitlines()[-1].startswith("FAILED:")
 
 

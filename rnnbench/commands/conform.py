@@ -1,5 +1,6 @@
-"""`rnnbench conform TARGET [--kind K ...] [--device cpu|cuda] [--json PATH] [--quick] [--seed N]`:
-the conformance checks of one implementation, run in a child process.
+"""`rnnbench conform TARGET [--kind K ...] [--device cpu|cuda] [--json PATH] [--quick] [--seed N]
+[--check PATTERN] [--param-map KEY=NAME,...] [--verbose]`: the conformance checks of one
+implementation, run in a child process.
 
 Progress goes to stderr; the tables, failures and verdict to stdout. Exit 0 when every
 applicable check passed, 1 when any failed or errored, 2 for a usage or load error.
@@ -23,23 +24,46 @@ def add_arguments(parser) -> None:
     parser.add_argument("--json", metavar="PATH", help="write the rnnbench.conformance/1 document here")
     parser.add_argument("--quick", action="store_true", help="the quick case list")
     parser.add_argument("--seed", type=int, default=0, help="seed of parameters and inputs (default 0)")
+    parser.add_argument("--check", metavar="PATTERN",
+                        help="only the checks whose id matches, e.g. forward/single-layer, "
+                             "'error-*' or 'gru/gradients*' (comma-separated patterns)")
+    parser.add_argument("--param-map", metavar="KEY=NAME,...",
+                        help="your state_dict keys -> torch.nn's names where they differ, e.g. "
+                             "W_ih=weight_ih_l0,W_hh=weight_hh_l0 (NAME.T: stored transposed)")
     parser.add_argument("--timeout", type=float, default=None, metavar="S",
-                        help="time limit per check in seconds (default 60)")
-    parser.add_argument("-v", "--verbose", action="store_true", help="one table row per check and case")
+                        help="time limit per check in seconds (default 60; more for checks "
+                             "that are slow on torch.nn too)")
+    parser.add_argument("--budget", type=float, default=None, metavar="S",
+                        help="time limit of the whole run in seconds, after which the remaining "
+                             "checks are errors (default 270; 0: none)")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="one table row per check and case, and every failure in full "
+                             "(its configuration, inputs, expected and actual values)")
 
 
 def run(args) -> int:
     from rnnbench.results import write_json
     from rnnbench.suites import text
-    from rnnbench.suites.isolation import DEFAULT_TIMEOUT_S, conform
+    from rnnbench.suites.isolation import DEFAULT_BUDGET_S, DEFAULT_TIMEOUT_S, conform
+    from rnnbench.suites.parammap import parse_user_map
 
     if args.json:
         _check_writable(Path(args.json))
     if args.timeout is not None and not args.timeout > 0:
         raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
+    if args.budget is not None and args.budget < 0:
+        raise UsageError(f"--budget must be 0 (none) or a positive number of seconds, got {args.budget:g}")
+    if args.seed < 0:
+        raise UsageError(f"--seed must be a non-negative integer, got {args.seed}")
+    try:
+        param_map = parse_user_map(args.param_map or "")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    budget = DEFAULT_BUDGET_S if args.budget is None else (args.budget or None)
     progress = KindTally(sys.stderr)
     doc = conform(args.target, kinds=args.kind, device=args.device, quick=args.quick,
-                  seed=args.seed, timeout_s=args.timeout or DEFAULT_TIMEOUT_S, progress=progress)
+                  seed=args.seed, timeout_s=args.timeout or DEFAULT_TIMEOUT_S, progress=progress,
+                  checks=args.check, param_map=param_map, budget_s=budget)
     progress.close()
     if args.json:
         write_json(args.json, doc)

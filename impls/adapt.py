@@ -1,0 +1,265 @@
+"""Meeting implementations where they are: a user's constructor and forward behind torch.nn's
+contract, and the features that costs them.
+
+torch.nn's contract is the yardstick, but the RNNs people write take fewer constructor arguments
+(a course's `RNN(input_size, hidden_size)`), require the state (`forward(x, h_prev)`), or are not
+even an nn.Module (an interview exercise's plain class holding tensors). `adapt(kind, constructor)`
+reads the constructor's signature once and returns either the constructor itself, when it takes
+torch.nn's arguments, or an `Adapted` constructor that takes torch.nn's full argument list:
+
+- an argument the constructor does not take (bias, num_layers, nonlinearity, batch_first,
+  dropout, bidirectional, proj_size) means the feature it controls is not supported: it is
+  listed in `Adapted.unsupported` (feature -> reason) and never passed; asking for a value other
+  than torch.nn's default raises `UnsupportedArgument`. `**kwargs` counts as taking every
+  argument (a module that accepts num_layers=2 and ignores it must fail, not be excused);
+- without `device` and `dtype` parameters the module is built, then moved with `.to()`;
+- a plain object that holds tensors becomes an nn.Module whose parameters are those tensors;
+- a forward whose state argument is required is given explicit zeros where torch.nn would take
+  None ("optional_state" not supported); a forward with no state argument never gets one
+  ("initial_state" not supported).
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from rnnbench.impls import signatures
+from rnnbench.reference import Config, io_shapes
+
+# A torch.nn constructor argument -> the feature it controls.
+ARGUMENT_FEATURES = {"bias": "no_bias", "nonlinearity": "relu", "num_layers": "num_layers",
+                     "batch_first": "batch_first", "dropout": "dropout",
+                     "bidirectional": "bidirectional", "proj_size": "proj_size",
+                     "device": "factory_kwargs", "dtype": "factory_kwargs"}
+SIZES = ("input_size", "hidden_size")
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+class UnsupportedArgument(TypeError):
+    """A torch.nn argument with a non-default value for a constructor that does not take it."""
+
+
+class CannotConstruct(TypeError):
+    """The constructor needs something torch.nn's constructor does not give it."""
+
+
+def torch_signature(kind: str) -> inspect.Signature:
+    """torch.nn's constructor signature for `kind`, without `self`."""
+    signature = inspect.signature(signatures.SIGNATURES[kind].__init__)
+    return signature.replace(parameters=list(signature.parameters.values())[1:])
+
+
+@functools.lru_cache(maxsize=None)
+def adapt(kind: str, constructor: Callable) -> Callable:
+    """`constructor` itself when it needs no adaptation for `kind`, else an `Adapted` one."""
+    if kind not in signatures.SIGNATURES:
+        return constructor  # not a torch.nn kind: its own contract applies
+    adapted = Adapted(kind, constructor)
+    return adapted if adapted.needed else constructor
+
+
+def _signature(function) -> inspect.Signature | None:
+    try:
+        return inspect.signature(function)
+    except (TypeError, ValueError):  # builtins and C extensions may not tell
+        return None
+
+
+class Adapted:
+    """A constructor behind torch.nn's signature; see the module docstring."""
+
+    def __init__(self, kind: str, constructor: Callable):
+        self.kind, self.constructor = kind, constructor
+        self.torch = torch_signature(kind)
+        own = _signature(constructor)
+        params = [] if own is None else list(own.parameters.values())
+        var_keyword = own is None or any(p.kind == p.VAR_KEYWORD for p in params)
+        named = {p.name: p for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+        positional = [p for p in params if p.kind in _POSITIONAL]
+        # Sizes go by keyword where the constructor names them as torch.nn does (or forwards
+        # everything, as `*args, **kwargs` does), else by position: `(input_dim, hidden_dim)`.
+        self.by_name = (all(n in named and named[n].kind != named[n].POSITIONAL_ONLY for n in SIZES)
+                        or len(positional) < 2)
+        torch_args = [name for name in self.torch.parameters if name not in SIZES]
+        self.taken = {name for name in torch_args if var_keyword or name in named}
+        # Arguments that can only be given by position, in order (sizes first unless by name).
+        leading = 0 if self.by_name else 2
+        self.positional_only = [p.name for p in positional[leading:]
+                                if p.kind == p.POSITIONAL_ONLY]
+        self.required_extra = [p.name for p in positional[leading:] + [
+            p for p in params if p.kind == p.KEYWORD_ONLY]
+            if p.default is p.empty and p.name not in self.torch.parameters]
+        self.unsupported = {ARGUMENT_FEATURES[name]: f"the constructor takes no `{name}`"
+                            for name in torch_args if name not in self.taken}
+        if "factory_kwargs" in self.unsupported:
+            missing = sorted(name for name in ("device", "dtype") if name not in self.taken)
+            self.unsupported["factory_kwargs"] = (
+                f"the constructor takes no {' or '.join(f'`{n}`' for n in missing)}: "
+                "modules are built, then moved with .to()")
+        self.forward_features = _forward_features(constructor)
+        self.unsupported.update({feature: reason for feature, reason in
+                                 self.forward_features.items()})
+
+    @property
+    def needed(self) -> bool:
+        """Whether calling the constructor as torch.nn's would differ from calling it as is."""
+        return bool(self.unsupported or self.required_extra or self.positional_only
+                    or not self.by_name or _is_plain_class(self.constructor))
+
+    def __repr__(self) -> str:
+        return f"Adapted({getattr(self.constructor, '__qualname__', self.constructor)!r} as {self.kind})"
+
+    def __call__(self, *args, **kwargs) -> nn.Module:
+        try:
+            bound = self.torch.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"{self.kind}: {exc}") from None
+        bound.apply_defaults()
+        given = dict(bound.arguments)
+        if self.required_extra:
+            raise CannotConstruct(
+                f"the constructor requires {', '.join(f'`{n}`' for n in self.required_extra)}, "
+                f"which torch.nn's {signatures.SIGNATURES[self.kind].__name__} does not take")
+        for name, value in given.items():
+            default = self.torch.parameters[name].default
+            if name not in SIZES and name not in self.taken and value != default \
+                    and name not in ("device", "dtype"):
+                raise UnsupportedArgument(f"the constructor takes no `{name}` "
+                                          f"(asked for {name}={value!r})")
+        sizes = [given[name] for name in SIZES]
+        keywords = {name: given[name] for name in self.taken if name not in self.positional_only}
+        positional = [given[name] for name in self.positional_only if name in given]
+        if self.by_name:
+            keywords.update(zip(SIZES, sizes))
+            sizes = []
+        made = self.constructor(*sizes, *positional, **keywords)
+        module = made if isinstance(made, nn.Module) else ObjectModule(made)
+        move = {name: given[name] for name in ("device", "dtype")
+                if name not in self.taken and given[name] is not None}
+        if move:
+            module = module.to(**move)
+        if self.forward_features:
+            module = StateAdapter(module, self.config(given), takes_state=(
+                "initial_state" not in self.forward_features))
+        return module
+
+    def features_needed(self, cfg: Config) -> list[str]:
+        """The features whose arguments `cfg` sets to a value other than torch.nn's default, for
+        the arguments this constructor does not take (such a configuration cannot be asked for)."""
+        asked = cfg.constructor_kwargs()
+        return [ARGUMENT_FEATURES[name] for name, value in asked.items()
+                if name in ARGUMENT_FEATURES and name not in self.taken
+                and value != self.torch.parameters[name].default]
+
+    def config(self, given: dict) -> Config | None:
+        """The Config torch.nn's arguments describe (None when they describe no valid module)."""
+        try:
+            return Config(self.kind, **{k: v for k, v in given.items() if k not in ("device", "dtype")})
+        except (TypeError, ValueError):
+            return None
+
+
+def _is_plain_class(constructor) -> bool:
+    return isinstance(constructor, type) and not issubclass(constructor, nn.Module)
+
+
+def _forward_features(constructor) -> dict[str, str]:
+    """What a class's forward (its __call__ for a plain class) says about the state argument."""
+    if not isinstance(constructor, type):
+        return {}  # a factory function: its forward is not known before it runs
+    method = constructor.forward if issubclass(constructor, nn.Module) else getattr(
+        constructor, "__call__", None)
+    signature = _signature(method) if method is not None else None
+    if signature is None:
+        return {}
+    params = list(signature.parameters.values())[1:]  # without self
+    if any(p.kind == p.VAR_POSITIONAL for p in params):
+        return {}
+    positional = [p for p in params if p.kind in _POSITIONAL]
+    if len(positional) < 2:
+        return {"initial_state": "forward takes no initial state (no second argument)"}
+    state = positional[1]
+    if state.default is state.empty:
+        return {"optional_state": f"the state is a required argument (`{state.name}` has no "
+                                  "default): zeros are passed where torch.nn takes None"}
+    return {}
+
+
+class ObjectModule(nn.Module):
+    """A plain object that holds tensors, as an nn.Module: every tensor attribute that requires
+    a gradient (or is a Parameter), alone or in a list, becomes a registered parameter under the
+    attribute's name (the object's attribute is set to that same Parameter, so it computes with
+    what the module holds); nn.Module attributes become submodules. Calls go to the object."""
+
+    def __init__(self, obj):
+        super().__init__()
+        self.wrapped = [obj]  # a list, so nn.Module does not look inside the object
+        for name, value in list(vars(obj).items()):
+            if isinstance(value, nn.Module):
+                self.add_module(name, value)
+            elif _trainable(value):
+                parameter = _as_parameter(value)
+                setattr(obj, name, parameter)
+                self.register_parameter(name, parameter)
+            elif isinstance(value, (list, tuple)) and value and all(map(_trainable, value)):
+                parameters = [_as_parameter(v) for v in value]
+                setattr(obj, name, type(value)(parameters))
+                self.add_module(name, nn.ParameterList(parameters))
+
+    def forward(self, *args):
+        return self.wrapped[0](*args)
+
+    def extra_repr(self) -> str:
+        return f"wrapping a {type(self.wrapped[0]).__name__}"
+
+
+def _trainable(value) -> bool:
+    return isinstance(value, torch.Tensor) and (value.requires_grad or isinstance(value, nn.Parameter))
+
+
+def _as_parameter(tensor: torch.Tensor) -> nn.Parameter:
+    return tensor if isinstance(tensor, nn.Parameter) else nn.Parameter(tensor.detach())
+
+
+class StateAdapter(nn.Module):
+    """A module whose forward requires its state (or takes none), called as torch.nn's: hx=None
+    becomes explicit zeros of the spec's shapes; a given hx to a forward that takes none is
+    refused. state_dict and load_state_dict are the inner module's, names unchanged."""
+
+    def __init__(self, inner: nn.Module, cfg: Config | None, takes_state: bool):
+        super().__init__()
+        self.inner, self.cfg, self.takes_state = inner, cfg, takes_state
+
+    def forward(self, input, hx=None):
+        if not self.takes_state:
+            if hx is not None:
+                raise TypeError("this forward takes no initial state")
+            return self.inner(input)
+        if hx is None and self.cfg is not None:
+            hx = zero_state(self.cfg, input)
+        return self.inner(input, hx)
+
+    def state_dict(self, *args, **kwargs):
+        return self.inner.state_dict(*args, **kwargs)
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        return self.inner.load_state_dict(state_dict, strict=strict, assign=assign)
+
+
+def zero_state(cfg: Config, input: torch.Tensor):
+    """torch.nn's omitted state made explicit: zeros of the spec's shapes for this input, as hx
+    (h0, or (h0, c0) for the LSTM kinds)."""
+    batched = input.dim() == (2 if cfg.is_cell else 3)
+    if cfg.is_cell:
+        batch, steps = (input.shape[0] if batched else None), 1
+    else:
+        time_axis = 1 if batched and cfg.batch_first else 0
+        batch, steps = (input.shape[1 - time_axis] if batched else None), input.shape[time_axis]
+    shapes = io_shapes(cfg, batch, steps)
+    zeros = tuple(input.new_zeros(shapes[name]) for name in
+                  (("h0", "c0") if cfg.family == "lstm" else ("h0",)))
+    return zeros if cfg.family == "lstm" else zeros[0]

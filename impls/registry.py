@@ -17,6 +17,7 @@ import warnings
 from pathlib import Path
 
 from rnnbench.errors import UsageError
+from rnnbench.findings import strip_addresses
 from rnnbench.impls.base import Implementation
 from rnnbench.reference import KINDS as TORCH_KINDS
 from rnnbench.reference.implicit import KIND as IMPLICIT_KIND
@@ -44,12 +45,13 @@ def registered() -> dict[str, Implementation]:
     return impls
 
 
-def load(target: str, kind: str | None = None) -> Implementation:
+def load(target: str, kind: str | None = None, kind_option: str = "--kind") -> Implementation:
     """Resolve `target` (a registered name, `package.module:attr` or `path/to/file.py:attr`).
 
     `attr` may be dotted. When it is a bare constructor rather than an Implementation, `kind`
     says which kind it implements and the result is an Implementation named `target` with that
     one kind. When it is an Implementation and `kind` is given, the kind must be one it provides.
+    `kind_option` is what the caller's users type to give the kind (for the error message).
     """
     if kind is not None and kind not in KINDS:
         raise UsageError(f"unknown kind {kind!r}; known kinds: {', '.join(KINDS)}")
@@ -65,10 +67,10 @@ def load(target: str, kind: str | None = None) -> Implementation:
             raise UsageError(f"unknown implementation {target!r}; registered: {', '.join(impls)} "
                              "(or name an object as package.module:attr or path/to/file.py:attr)")
         obj = impls[target]
-    return _as_implementation(obj, target, kind)
+    return _as_implementation(obj, target, kind, kind_option)
 
 
-def _as_implementation(obj, target: str, kind: str | None) -> Implementation:
+def _as_implementation(obj, target: str, kind: str | None, kind_option: str) -> Implementation:
     if isinstance(obj, Implementation):
         if kind is not None and kind not in obj.kinds:
             raise UsageError(f"{target} provides no {kind!r}; it provides {', '.join(obj.kinds)}")
@@ -78,7 +80,7 @@ def _as_implementation(obj, target: str, kind: str | None) -> Implementation:
                          "nor a constructor")
     if kind is None:
         raise UsageError(f"{target} is a bare constructor: say which kind it implements "
-                         f"(--kind, one of {', '.join(KINDS)})")
+                         f"({kind_option}, one of {', '.join(KINDS)})")
     return Implementation(name=target, kinds={kind: obj},
                           description=f"{getattr(obj, '__qualname__', repr(obj))} as {kind}")
 
@@ -142,6 +144,12 @@ def _unavailable(name: str, reason: str) -> Implementation:
 
 
 def one_line(exc: BaseException) -> str:
-    """An exception as one line: its type and the first line of its message."""
+    """An exception as one line: its type and the first line of its message, then the exception
+    that caused it (a wrapper's message often hides the real one), without object addresses,
+    which differ from run to run."""
     lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    text = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    cause = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
+    if cause is not None and cause is not exc:
+        text += f" (caused by {one_line(cause)})"
+    return strip_addresses(text)

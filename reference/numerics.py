@@ -156,7 +156,9 @@ def _elman_gates(cfg, p, gi, gh, state):
 def _elman_gates_back(cfg, p, cache, d_state):
     pre, h = cache
     (d_h,) = d_state
-    d_pre = d_h * (1.0 - h * h) if cfg.nonlinearity == "tanh" else d_h * (pre > 0.0)
+    # relu's derivative as torch takes it: zero where pre <= 0, so a NaN pre-activation passes
+    # the gradient through (NaN <= 0 is false) rather than stopping it.
+    d_pre = d_h * (1.0 - h * h) if cfg.nonlinearity == "tanh" else np.where(pre <= 0.0, 0.0, d_h)
     return d_pre, d_pre, (0.0,), {}
 
 

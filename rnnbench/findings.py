@@ -116,8 +116,11 @@ class FindingGroup:
 
     @property
     def rank(self) -> tuple:
-        if any(_CANNOT_CONSTRUCT.match(r.get("message") or "") for r in self.results):
+        messages = [r.get("message") or "" for r in self.results]
+        if any(_CANNOT_CONSTRUCT.match(m) for m in messages):
             return (-1, -self.count)
+        if all(m.startswith("not run:") for m in messages):  # a consequence of other findings
+            return (len(FUNDAMENTAL_ORDER) + 1, -self.count)
         return (_check_rank(self.example["check"]), -self.count)
 
 

@@ -16,7 +16,10 @@ where kept. So:
 - kept units not at exactly 1/(1-p): `dropout_wrong_scale`;
 - a dropped fraction inconsistent with p (binomial test at `statistics.ALPHA`): `dropout_wrong_scale`;
 - an output of exactly 0 (phi(BETA + u) is never 0): dropout after the last layer,
-  `dropout_after_last_layer`; a one-layer module must not drop at all.
+  `dropout_after_last_layer`; a one-layer module must not drop at all;
+- nothing dropped and nothing rescaled with p > 0: `dropout_not_applied`;
+- a unit's decision repeating across time steps more often than independent masks allow
+  (binomial test): one mask per sequence, `dropout_mask_per_sequence`.
 """
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ from rnnbench.suites.check_numerics import compare_forward, observe
 from rnnbench.suites.diagnoses import diagnose, dropout_in_eval
 from rnnbench.suites.layers import INPUT_BIAS, INPUT_WEIGHT, blocks, lower_layers, time_major
 from rnnbench.suites.results import Finding
-from rnnbench.suites.statistics import ALPHA, rate_p_value
+from rnnbench.suites.statistics import ALPHA, binomial_tail, rate_p_value
 from rnnbench.suites.subject import draw_params
 from rnnbench.suites.trial import Trial
 
@@ -92,8 +95,11 @@ def check_train(subject, case) -> dict:
     y0 = time_major(cfg, trial.expected(lower, lower_params)["output"])
     y = time_major(cfg, observed["output"])
     informative = np.abs(y0) > MIN_SIGNAL
-    ratio = (INVERSE[cfg.family](y)[informative] - BETA) / y0[informative]
-    return _judge_ratios(cfg.dropout, ratio)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.where(informative, (INVERSE[cfg.family](y) - BETA) / y0, np.nan)
+    numbers = _judge_ratios(cfg.dropout, ratio[informative])
+    numbers.update(_judge_time_variation(cfg.dropout, ratio))
+    return numbers
 
 
 def _same(a: dict, b: dict) -> bool:
@@ -112,6 +118,29 @@ def _memoryless(cfg: Config) -> dict:
             for name, shape in param_shapes(cfg).items() if name not in first_layer}
 
 
+def _judge_time_variation(p: float, ratio: np.ndarray) -> dict:
+    """torch.nn draws a fresh mask at every time step. Each unit's decisions at consecutive
+    steps (where both are informative) agree with probability p^2 + (1-p)^2 when independent;
+    a mask drawn once per sequence and reused (variational dropout) agrees every time. One-sided
+    binomial test at `statistics.ALPHA`."""
+    if not 0.0 < p < 1.0:
+        return {}
+    dropped = np.abs(ratio) < RATIO_TOL  # (steps, batch, units); NaN compares False
+    both = ~np.isnan(ratio[1:]) & ~np.isnan(ratio[:-1])
+    pairs = int(both.sum())
+    same = int((dropped[1:] == dropped[:-1])[both].sum())
+    agree_rate = p * p + (1.0 - p) ** 2
+    numbers = {"step_pairs": pairs, "same_decision": same}
+    if pairs == 0:
+        return numbers
+    numbers["time_p_value"] = binomial_tail(same, pairs, agree_rate)
+    if numbers["time_p_value"] < ALPHA:
+        raise Finding(f"a unit's dropout decision repeats across time steps {same} times in "
+                      f"{pairs} (independent masks repeat it at rate {agree_rate:.2f})",
+                      "dropout_mask_per_sequence", **numbers)
+    return numbers
+
+
 def _judge_ratios(p: float, ratio: np.ndarray) -> dict:
     """The mask as ratios u / y0 must be 0 or 1/(1-p), dropped at rate p."""
     numbers = {"p": p, "samples": int(ratio.size)}
@@ -122,6 +151,9 @@ def _judge_ratios(p: float, ratio: np.ndarray) -> dict:
     kept = ratio[~dropped]
     scale = 1.0 / (1.0 - p) if p < 1 else None
     numbers["dropped"] = float(dropped.mean())
+    if p > 0 and not dropped.any() and kept.size and np.all(np.abs(kept - 1.0) <= RATIO_TOL):
+        raise Finding(f"with p = {p} no unit was dropped and none rescaled in training",
+                      "dropout_not_applied", **numbers)
     if kept.size:
         common = float(np.median(kept))
         if np.any(np.abs(kept - common) > RATIO_TOL * abs(common)):

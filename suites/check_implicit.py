@@ -67,6 +67,10 @@ class Case:
     def batched(self) -> bool:
         return True
 
+    @property
+    def needs(self) -> tuple[str, ...]:
+        return ()
+
 
 SMALL = ImplicitConfig(3, 5, 6, 2)
 # Solved to near rounding error, the solver's error drops out and the policy becomes as tight as
@@ -388,6 +392,13 @@ def check_non_convergence(subject, case) -> dict:
                       f"{bool(torch.isfinite(output).all())}; expected finite values of shape {shape}")
     categories = [w.category for w in caught if issubclass(w.category, RuntimeWarning)]
     if not categories:
+        # Silent, and as converged as an uncapped solve: the cap never reached the solver.
+        _, params, _ = prepared(subject, case, cfg)
+        converged = forward(case.config, params, x).output
+        numbers = difference(to_numpy(output), converged, output_tolerance(case.config, params, x))
+        if numbers["excess"] <= 1.0:
+            raise Finding("with max_iter=1 the output is the fully converged one and no warning "
+                          "came: the constructor ignored the cap", "implicit_solver_settings_ignored")
         raise Finding("max_iter=1 left the solve unconverged without a RuntimeWarning",
                       "implicit_no_convergence_warning")
     return {"warning": categories[0].__name__}

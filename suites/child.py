@@ -17,6 +17,7 @@ import sys
 
 from rnnbench.errors import UsageError
 from rnnbench.impls import load
+from rnnbench.suites.fuzz import case_from_json
 from rnnbench.suites.runner import check_available, check_device, plan, run_item
 
 
@@ -34,8 +35,10 @@ def main(argv: list[str]) -> int:
             if options.get("param_map"):
                 impl = dataclasses.replace(impl, param_map=options["param_map"])
             check_available(impl)
-            items = plan(impl, kinds, options["quick"], options.get("checks"))
-        except UsageError as exc:
+            case = options.get("case")
+            items = plan(impl, kinds, options["quick"], options.get("checks"), options.get("fuzz"),
+                         None if case is None else case_from_json(case))
+        except (UsageError, ValueError) as exc:
             send("usage_error", message=str(exc))
             return 2
         send("plan", implementation=impl.name, items=[item.describe() for item in items])

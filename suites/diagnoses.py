@@ -23,13 +23,15 @@ from rnnbench.suites import variants
 from rnnbench.suites.compare import agree, excess
 from rnnbench.suites.layers import is_batched, time_major
 from rnnbench.suites.results import Finding
+from rnnbench.suites.subject import draw_params, params_of
 
 
 def diagnose(trial, observed: dict | None) -> str | None:
     """The diagnosis id of a trial whose outputs (`observed`, None if forward raised) are wrong."""
     tol = trial.tolerance()
     expected = trial.expected()
-    for probe in (_h0_none_unhandled, _batch_first_ignored, _training_changes_output):
+    for probe in (_h0_none_unhandled, _batch_first_ignored, _training_changes_output,
+                  _gates_split_by_size):
         found = probe(trial, observed, expected, tol)
         if found:
             return found
@@ -95,6 +97,26 @@ def _training_changes_output(trial, observed, expected, tol) -> str | None:
     finally:
         trial.module.train()
     return "dropout_wrong_scale" if agree(in_eval, expected, tol) else None
+
+
+def _gates_split_by_size(trial, observed, expected, tol) -> str | None:
+    """forward fails, yet a module whose hidden_size equals the gate count is right: the gates
+    were split into chunks of that size rather than into that many chunks (which only
+    coincide there). The case sizes keep hidden_size off every gate count for this."""
+    cfg = trial.cfg
+    gates = len(cfg.gates)
+    if observed is not None or gates == 1 or cfg.hidden_size == gates or cfg.proj_size:
+        return None
+    small = cfg.replace(hidden_size=gates)
+    rng = trial.subject.rng("gates-by-size", trial.case.name)
+    try:
+        module = trial.subject.build(small, trial.dtype, draw_params(small, rng))
+        params = params_of(module, small, trial.subject.param_map(module, small))
+        seen = trial.run(module=module, cfg=small, hx=None)
+    except Finding:
+        return None
+    want = trial.expected(small, params, hx=None)
+    return "gates_split_by_size" if agree(seen, want, tol) else None
 
 
 def dropout_in_eval(trial) -> bool:

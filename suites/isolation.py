@@ -40,6 +40,7 @@ LOAD_TIMEOUT_S = 180.0  # importing torch and the target in a fresh process
 CRASH_LIMIT = 3
 LOST_BUDGET_S = 100.0
 CHECK_SLOWDOWN = 100.0
+FUZZ_CASE_S = 5.0  # the time limit of a fuzz check grows by this per drawn case
 NATIVE_SECONDS = Path(__file__).with_name("native_seconds.json")
 # The child must import this rnnbench, not a folder of that name in the working directory, which
 # `python -m` would put first on sys.path; the working directory stays importable, last.
@@ -51,11 +52,14 @@ def conform(target: str, kinds=None, device: str = "cpu", quick: bool = False, s
             timeout_s: float = DEFAULT_TIMEOUT_S,
             progress: Callable[[CheckResult, int, int], None] | None = None, *,
             checks: str | None = None, param_map: dict | None = None,
-            budget_s: float | None = DEFAULT_BUDGET_S) -> dict:
+            budget_s: float | None = DEFAULT_BUDGET_S, fuzz: int | None = None,
+            case: str | None = None) -> dict:
     """Run the checks of `target` isolated; the rnnbench.conformance/1 document.
 
-    `checks` selects checks by pattern (see `runner.plan`); `param_map` maps the module's
-    state_dict keys to the spec's names; `budget_s` bounds the run (None: unbounded).
+    `checks` selects checks by pattern, `fuzz` searches that many drawn cases per kind, `case`
+    (JSON, see `rnnbench.suites.fuzz.case_from_json`) runs one given case (see `runner.plan`);
+    `param_map` maps the module's state_dict keys to the spec's names; `budget_s` bounds the run
+    (None: unbounded).
     UsageError when the target cannot be loaded, a kind or the device is wrong. Interrupted
     (KeyboardInterrupt), the document has the results so far and "interrupted": true.
     """
@@ -63,7 +67,8 @@ def conform(target: str, kinds=None, device: str = "cpu", quick: bool = False, s
     device_type(device)
     started = time.perf_counter()
     options = {"target": target, "kinds": list(kinds or []), "device": device, "quick": quick,
-               "seed": seed, "checks": checks, "param_map": param_map or {}}
+               "seed": seed, "checks": checks, "param_map": param_map or {}, "fuzz": fuzz,
+               "case": case}
     run = _Run(options, timeout_s, budget_s, progress)
     try:
         run.until_done()
@@ -73,7 +78,7 @@ def conform(target: str, kinds=None, device: str = "cpu", quick: bool = False, s
     return {
         "schema": CONFORMANCE_SCHEMA, "target": target, "implementation": run.implementation,
         "kinds": list(dict.fromkeys(item["kind"] for item in run.items)),
-        "device": device, "quick": quick, "seed": seed, "checks": checks,
+        "device": device, "quick": quick, "seed": seed, "checks": checks, "fuzz": fuzz,
         "interrupted": run.interrupted, "duration_s": time.perf_counter() - started,
         "environment": run.environment, "summary": summarize(run.results()),
         "not_supported_features": {feature: entry["reason"] for feature, entry
@@ -153,6 +158,8 @@ class _Run:
         if index is None or index >= len(self.items):
             return self.timeout_s
         name = self.items[index]["check"].split("/", 1)[0]
+        if name == "fuzz":  # one check, many drawn cases, then shrinking
+            return self.timeout_s + FUZZ_CASE_S * self.options["fuzz"]
         return max(self.timeout_s, CHECK_SLOWDOWN * self.native.get(name, 0.0))
 
     def child(self, start: int) -> None:

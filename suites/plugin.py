@@ -1,12 +1,14 @@
 """pytest plugin (entry point `pytest11: rnnbench`): the conformance checks as pytest tests.
 
     pytest --pyargs rnnbench.suites --impl TARGET [--impl-kind K] [--impl-device cuda]
-           [--impl-quick] [--impl-seed N]
+           [--impl-quick] [--impl-seed N] [--impl-check PATTERN] [--impl-param-map KEY=NAME,...]
+           [--impl-fuzz N | --impl-case JSON]
 
 makes every (kind, check, case) one test with the id "<kind>/<check>/<case>", e.g.
 "gru/forward/two-layer-bidirectional", so `-k` and `--deselect` pick checks as usual. Checks run
-in the pytest process (no child isolation). Without --impl the plugin only adds its options: the
-project's own test run, and anyone else's, is unaffected.
+in the pytest process (no child isolation). A wrong option stops the run before collection with
+one line and exit status 2. Without --impl the plugin only adds its options: the project's own
+test run, and anyone else's, is unaffected.
 """
 from __future__ import annotations
 
@@ -25,19 +27,69 @@ def pytest_addoption(parser) -> None:
     group.addoption("--impl-device", default="cpu", metavar="DEVICE", help="cpu (default) or cuda")
     group.addoption("--impl-quick", action="store_true", help="the quick case list")
     group.addoption("--impl-seed", type=int, default=0, metavar="N", help="seed (default 0)")
+    group.addoption("--impl-check", metavar="PATTERN",
+                    help="only the checks whose id matches, e.g. 'forward/*'")
+    group.addoption("--impl-param-map", metavar="KEY=NAME,...",
+                    help="the implementation's state_dict keys -> torch.nn's names")
+    group.addoption("--impl-fuzz", type=int, metavar="N",
+                    help="search N drawn cases per kind instead of the case tables")
+    group.addoption("--impl-case", metavar="JSON", help="run one given case (what a fuzz failure prints)")
+
+
+def pytest_configure(config) -> None:
+    """Load --impl and check every option now, so a mistake is one line, not a collection error."""
+    if not config.getoption("impl"):
+        return
+    from rnnbench.errors import UsageError
+
+    try:
+        config._rnnbench = _selection(config)
+    except UsageError as exc:
+        pytest.exit(f"rnnbench: {exc}", returncode=2)
+
+
+def _selection(config) -> dict:
+    """The implementation and the plan's arguments the options describe; UsageError if wrong."""
+    import dataclasses
+
+    from rnnbench.errors import UsageError
+    from rnnbench.impls import load
+    from rnnbench.suites.fuzz import case_from_json
+    from rnnbench.suites.parammap import parse_user_map
+    from rnnbench.suites.runner import check_available, check_device, plan
+
+    option = config.getoption
+    kinds = option("impl_kind") or []
+    if option("impl_seed") < 0:
+        raise UsageError(f"--impl-seed must be a non-negative integer, got {option('impl_seed')}")
+    if option("impl_fuzz") is not None and option("impl_fuzz") < 1:
+        raise UsageError(f"--impl-fuzz must be a positive number of cases, got {option('impl_fuzz')}")
+    try:
+        param_map = parse_user_map(option("impl_param_map") or "")
+        case = None if option("impl_case") is None else case_from_json(option("impl_case"))
+    except ValueError as exc:
+        raise UsageError(str(exc).replace("--param-map", "--impl-param-map")
+                         .replace("--case", "--impl-case")) from None
+    if case is not None:
+        kinds = [case.kind]
+    check_device(option("impl_device"))
+    impl = load(option("impl"), kinds[0] if len(kinds) == 1 else None, kind_option="--impl-kind")
+    if param_map:
+        impl = dataclasses.replace(impl, param_map=param_map)
+    check_available(impl)
+    items = plan(impl, kinds, option("impl_quick"), option("impl_check"), option("impl_fuzz"), case)
+    return {"impl": impl, "items": items}
 
 
 def pytest_generate_tests(metafunc) -> None:
     if ITEM not in metafunc.fixturenames:
         return
-    config = metafunc.config
-    if not config.getoption("impl"):
+    selection = getattr(metafunc.config, "_rnnbench", None)
+    if selection is None:
         metafunc.parametrize(ITEM, [pytest.param(None, marks=pytest.mark.skip(
             reason="no implementation given: pass --impl TARGET"))], ids=["no-impl"])
         return
-    from rnnbench.suites.runner import plan
-
-    items = plan(_implementation(config), config.getoption("impl_kind"), config.getoption("impl_quick"))
+    items = selection["items"]
     metafunc.parametrize(ITEM, items, ids=[f"{item.kind}/{item.id}" for item in items])
 
 
@@ -47,24 +99,6 @@ def rnnbench_run(request):
     from rnnbench.suites.runner import run_item
 
     config = request.config
-    impl = _implementation(config)
+    impl = config._rnnbench["impl"]
     return lambda item: run_item(impl, item, config.getoption("impl_device"),
                                  config.getoption("impl_seed"))
-
-
-def _implementation(config):
-    """The --impl target, loaded once per session; a wrong one is a pytest usage error."""
-    if not hasattr(config, "_rnnbench_impl"):
-        from rnnbench.errors import UsageError
-        from rnnbench.impls import load
-        from rnnbench.suites.runner import check_available, check_device
-
-        kinds = config.getoption("impl_kind") or []
-        try:
-            check_device(config.getoption("impl_device"))
-            impl = load(config.getoption("impl"), kinds[0] if len(kinds) == 1 else None)
-            check_available(impl)
-        except UsageError as exc:
-            raise pytest.UsageError(f"--impl: {exc}") from None
-        config._rnnbench_impl = impl
-    return config._rnnbench_impl

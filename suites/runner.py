@@ -19,9 +19,12 @@ from rnnbench.errors import UsageError
 from rnnbench.impls.base import Implementation, required_features
 from rnnbench.impls.registry import KINDS, one_line
 from rnnbench.reference import io_shapes
+from rnnbench.reference.numerics import state_names
 from rnnbench.results import OUTCOMES
-from rnnbench.suites.cases import Case
+from rnnbench.reference import KINDS as TORCH_KINDS
+from rnnbench.suites.cases import CASES, Case
 from rnnbench.suites.checks import CHECKS, Check
+from rnnbench.suites.fuzz import FuzzCase, check_fuzz
 from rnnbench.suites.results import CheckResult, Finding, NotSupported
 from rnnbench.suites.parammap import probe_config
 from rnnbench.suites.subject import Subject
@@ -88,12 +91,23 @@ def check_available(impl: Implementation) -> None:
         raise UsageError(f"{impl.name} is not available here: {reason}")
 
 
-def plan(impl: Implementation, kinds=None, quick: bool = False,
-         checks: str | None = None) -> list[Item]:
+def plan(impl: Implementation, kinds=None, quick: bool = False, checks: str | None = None,
+         fuzz: int | None = None, case: Case | None = None) -> list[Item]:
     """Every (kind, check, case) to run, in a stable order; `checks` selects by a shell-style
-    pattern on the check id ("forward/single-layer", "error-*") or on "kind/id"."""
-    items = [Item(kind, check, case) for kind in resolve_kinds(impl, kinds) for check in CHECKS
-             for case in check.cases(kind, quick)]
+    pattern on the check id ("forward/single-layer", "error-*") or on "kind/id". `fuzz`
+    replaces the case tables by a search over `fuzz` drawn cases per kind; `case` by one given
+    case (of its config's kind), run through every check of the general cases."""
+    if case is not None:
+        if case.kind not in impl.kinds:
+            raise UsageError(f"--case: {impl.name} provides no {case.kind!r}")
+        items = [Item(case.kind, check, case) for check in CHECKS
+                 if check.table is CASES and check.applies(case)]
+    elif fuzz is not None:
+        items = [Item(kind, FUZZ, FuzzCase(kind, fuzz)) for kind in resolve_kinds(impl, kinds)
+                 if kind in TORCH_KINDS]
+    else:
+        items = [Item(kind, check, row) for kind in resolve_kinds(impl, kinds) for check in CHECKS
+                 for row in check.cases(kind, quick)]
     if checks is None:
         return items
     chosen = [item for item in items if any(fnmatch.fnmatchcase(text, pattern)
@@ -106,6 +120,21 @@ def plan(impl: Implementation, kinds=None, quick: bool = False,
     return chosen
 
 
+FUZZ = Check("fuzz", "forward", check_fuzz, table=(), dtype="float64", backward=True)
+
+
+def case_missing_features(impl: Implementation, kind: str, case, dtype: str, device: str,
+                          backward: bool, check_features=(), probe_unbatched: bool = True
+                          ) -> dict[str, str]:
+    """The features running `case` this way needs that `impl` lacks, with the reasons."""
+    reasons = unsupported(impl, kind, device, probe_unbatched=probe_unbatched and not case.batched)
+    how = {"batched": case.batched, "dtype": dtype, "device": device_type(device),
+           "backward": backward, "extra": tuple(check_features) + tuple(case.needs)}
+    missing = impl.missing_features(case.config, **how)
+    missing += [f for f in required_features(case.config, **how) if f in reasons and f not in missing]
+    return {feature: reasons[feature] for feature in missing}
+
+
 def run_item(impl: Implementation, item: Item, device: str = "cpu", seed: int = 0) -> CheckResult:
     """Run one item; whatever happens becomes its CheckResult."""
     import torch
@@ -113,17 +142,13 @@ def run_item(impl: Implementation, item: Item, device: str = "cpu", seed: int = 
     start = time.perf_counter()
     result = CheckResult(**item.describe(), outcome="passed")
     # Whether unbatched input is supported is asked of the module only where a check runs it.
-    calls_forward = item.check.category not in ("construction", "init")
-    reasons = unsupported(impl, item.kind, device, probe_unbatched=calls_forward and not item.case.batched)
-    how = {"batched": item.case.batched, "dtype": item.check.dtype, "device": device_type(device),
-           "backward": item.check.backward, "extra": item.check.features + item.case.needs}
-    missing = impl.missing_features(item.case.config, **how)
-    missing += [f for f in required_features(item.case.config, **how)
-                if f in reasons and f not in missing]
+    missing = case_missing_features(impl, item.kind, item.case, item.check.dtype, device,
+                                    item.check.backward, item.check.features,
+                                    probe_unbatched=item.check.category not in ("construction", "init"))
     if missing:
         result.outcome = "not_supported"
-        result.message = "; ".join(f"needs {feature}: {reasons[feature]}" for feature in missing)
-        result.numbers = {"features": {feature: reasons[feature] for feature in missing}}
+        result.message = "; ".join(f"needs {feature}: {reason}" for feature, reason in missing.items())
+        result.numbers = {"features": missing}
         return result
     # Seeded per item, so a result does not depend on which items ran before it.
     torch.manual_seed(zlib.crc32(f"{seed}/{item.kind}/{item.id}".encode()))
@@ -134,6 +159,7 @@ def run_item(impl: Implementation, item: Item, device: str = "cpu", seed: int = 
     except Finding as finding:
         result.outcome, result.message = "failed", finding.message
         result.diagnosis, result.numbers = finding.diagnosis, finding.numbers
+        result.numbers["setup"] = setup(item.case)
     except NotSupported as exc:
         result.outcome, result.message = "not_supported", str(exc)
     except SystemExit as exc:
@@ -143,6 +169,17 @@ def run_item(impl: Implementation, item: Item, device: str = "cpu", seed: int = 
     result.numbers = {name: _plain(value) for name, value in result.numbers.items()}
     result.duration_s = time.perf_counter() - start
     return result
+
+
+def setup(case) -> dict:
+    """What a failed result records of its case, so that it can be read on its own."""
+    if not isinstance(case, Case):
+        return {"case": case.name}
+    shapes = io_shapes(case.config, case.batch, case.steps)
+    given = ("input", *(state_names(case.config) if case.h0 else ()))
+    return {"config": case.config.describe(), "batch": case.batch,
+            "steps": None if case.config.is_cell else case.steps,
+            "inputs": {name: list(shapes[name]) for name in given}}
 
 
 # (implementation, kind, device) -> the features found unsupported by trying them (see `probe`).
@@ -188,12 +225,13 @@ def probe(subject: Subject) -> dict[str, str]:
 
 
 def run_checks(impl: Implementation, kinds=None, device: str = "cpu", quick: bool = False,
-               seed: int = 0, progress: Callable[[CheckResult, int, int], None] | None = None
-               ) -> list[CheckResult]:
-    """Run every check of `impl` in this process; `progress(result, done, total)` after each."""
+               seed: int = 0, progress: Callable[[CheckResult, int, int], None] | None = None,
+               **selection) -> list[CheckResult]:
+    """Run every check of `impl` in this process; `progress(result, done, total)` after each.
+    `selection`: `plan`'s checks, fuzz and case."""
     check_device(device)
     check_available(impl)
-    items = plan(impl, kinds, quick)
+    items = plan(impl, kinds, quick, **selection)
     results = []
     for item in items:
         results.append(run_item(impl, item, device, seed))

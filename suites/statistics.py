@@ -1,10 +1,10 @@
 """The suite's statistical tests, and why a correct implementation practically never fails them.
 
 Two checks are statistical: `init` (is every parameter drawn from its spec distribution?) and
-`dropout-train` (are units dropped at rate p?). Every such test rejects at level ALPHA = 1e-10.
-A run makes at most MAX_TESTS of them (`tests/test_suites.py` counts the full case list: one
-Kolmogorov-Smirnov test per parameter of each construction case, one binomial test per dropout
-case with 0 < p < 1). By Bonferroni's inequality the chance that a correct implementation fails
+`dropout-train` (are units dropped at rate p, with a fresh mask every time step?). Every such
+test rejects at level ALPHA = 1e-10. A run makes at most MAX_TESTS of them (`tests/test_suites.py`
+counts the full case list: one Kolmogorov-Smirnov test per parameter of each construction case,
+two binomial tests per dropout case with 0 < p < 1). By Bonferroni's inequality the chance that a correct implementation fails
 any statistical test in a run is at most MAX_TESTS * ALPHA = 2e-8 < 1e-6. The deterministic
 parts (values outside the init bounds, kept units not scaled by exactly 1/(1-p)) cannot fail a
 correct implementation at all.
@@ -43,6 +43,13 @@ def uniform_fit(samples: np.ndarray, dist: Uniform) -> dict:
 def fits(fit: dict) -> bool:
     """Whether a `uniform_fit` result is consistent with the distribution."""
     return fit["outside"] == 0 and fit["p_value"] >= ALPHA
+
+
+def binomial_tail(events: int, trials: int, rate: float) -> float:
+    """P(X >= events) for X ~ Binomial(trials, rate): a one-sided test of too many events."""
+    import scipy.stats
+
+    return float(scipy.stats.binom.sf(events - 1, trials, rate))
 
 
 def rate_p_value(events: int, trials: int, rate: float) -> float:

@@ -23,7 +23,6 @@ import numpy as np
 from tabulate import tabulate
 
 from rnnbench.findings import DIAGNOSES, group_failures, strip_addresses, unsupported_features
-from rnnbench.reference import io_shapes
 from rnnbench.suites.divergence import describe
 
 # Worst first: a group of results shows its worst outcome.
@@ -66,9 +65,11 @@ def findings(doc: dict) -> list[str]:
     if len(groups) > SHOWN_FINDINGS:
         lines.append(f"    ... and {len(groups) - SHOWN_FINDINGS} more causes (every result is in --json)")
     top = groups[0].example
+    drawn = (top.get("numbers") or {}).get("case")  # a fuzz finding: its minimal case
+    selection = f"--case {shlex.quote(drawn)}" if drawn else f"--check {top['check']}"
     lines += ["Rerun the first finding alone, with its inputs and numbers:",
               f"  rnnbench conform {shlex.quote(doc['target'])} --kind {top['kind']} "
-              f"--check {top['check']} --verbose"]
+              f"{selection} --verbose"]
     return lines
 
 
@@ -107,15 +108,14 @@ def details(result: dict) -> list[str]:
     """One result in full: the case's configuration and input shapes, the message, and where
     the numbers were compared, the expected and actual values side by side."""
     lines = finding(result)
-    case = _case(result)
-    if case is not None:
-        cfg = case.config
-        shapes = io_shapes(cfg, case.batch, case.steps)
-        given = ["input"] + (["h0"] + (["c0"] if cfg.family == "lstm" else []) if case.h0 else [])
-        lines.append(f"  config: {cfg.describe()}; batch {case.batch if case.batched else 'none (unbatched)'}"
-                     + ("" if cfg.is_cell else f", {case.steps} steps")
-                     + ("" if case.h0 else ", initial state omitted"))
-        lines.append("  inputs: " + ", ".join(f"{n} {shapes[n]}" for n in given))
+    setup = (result.get("numbers") or {}).get("setup") or {}
+    if "config" in setup:
+        batch = "none (unbatched)" if setup["batch"] is None else setup["batch"]
+        steps = "" if setup["steps"] is None else f", {setup['steps']} steps"
+        lines.append(f"  config: {setup['config']}; batch {batch}{steps}")
+        lines.append("  inputs: " + ", ".join(f"{name} {tuple(shape)}"
+                                              for name, shape in setup["inputs"].items())
+                     + ("" if "h0" in setup["inputs"] else " (initial state omitted)"))
     numbers = result.get("numbers") or {}
     if "expected" in numbers and "actual" in numbers:
         at = ", ".join(map(str, numbers.get("at", [])))
@@ -149,17 +149,6 @@ def verdict(doc: dict) -> str:
     quick = ", quick case list" if doc.get("quick") else ""
     return (f"{word}: {doc['target']} ({len(doc['results'])} checks{quick}: {tally}; "
             f"{doc['duration_s']:.1f} s)")
-
-
-def _case(result: dict):
-    from rnnbench.suites.checks import CHECKS
-
-    name = result["check"].split("/", 1)[0]
-    for check in CHECKS:
-        if check.name == name:
-            return next((c for c in check.table if c.kind == result["kind"]
-                         and c.name == result["case"]), None)
-    return None
 
 
 def _values(values) -> str:

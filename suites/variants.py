@@ -202,6 +202,10 @@ def _time_reversed(cfg, params, x, hx) -> Iterator[Pieces]:
 def _reverse_not_reversed(cfg, params, x, hx) -> Iterator[Pieces]:
     if cfg.bidirectional:
         yield composed(cfg, params, x, hx, reverse="not_reversed")
+
+
+def _reverse_output_not_realigned(cfg, params, x, hx) -> Iterator[Pieces]:
+    if cfg.bidirectional:
         yield composed(cfg, params, x, hx, reverse="unflipped")
 
 
@@ -281,6 +285,7 @@ CANDIDATES: tuple[tuple[str, Callable[..., Iterator[Pieces]]], ...] = (
     ("wrong_nonlinearity", _wrong_nonlinearity),
     ("time_reversed", _time_reversed),
     ("reverse_not_reversed", _reverse_not_reversed),
+    ("reverse_output_not_realigned", _reverse_output_not_realigned),
     ("reverse_h_n_wrong_end", _reverse_h_n_wrong_end),
     ("h_n_layout", _h_n_layout),
     ("layer_input_wrong", _layer_input_wrong),

@@ -30,6 +30,14 @@ def add_arguments(parser) -> None:
     parser.add_argument("--param-map", metavar="KEY=NAME,...",
                         help="your state_dict keys -> torch.nn's names where they differ, e.g. "
                              "W_ih=weight_ih_l0,W_hh=weight_hh_l0 (NAME.T: stored transposed)")
+    parser.add_argument("--fuzz", type=int, metavar="N",
+                        help="instead of the case tables, search N drawn configurations and sizes "
+                             "per kind (Hypothesis, seeded by --seed); a failure is shrunk to a "
+                             "minimal case, printed as a command that reruns it")
+    parser.add_argument("--case", metavar="JSON",
+                        help="run one given case through every check, e.g. "
+                             "'{\"config\":{\"kind\":\"rnn\",\"input_size\":2,\"hidden_size\":3},"
+                             "\"batch\":1,\"steps\":2,\"h0\":true}' (what --fuzz prints)")
     parser.add_argument("--timeout", type=float, default=None, metavar="S",
                         help="time limit per check in seconds (default 60; more for checks "
                              "that are slow on torch.nn too)")
@@ -45,6 +53,7 @@ def run(args) -> int:
     from rnnbench.results import write_json
     from rnnbench.suites import text
     from rnnbench.suites.isolation import DEFAULT_BUDGET_S, DEFAULT_TIMEOUT_S, conform
+    from rnnbench.suites.fuzz import case_from_json
     from rnnbench.suites.parammap import parse_user_map
 
     if args.json:
@@ -59,11 +68,22 @@ def run(args) -> int:
         param_map = parse_user_map(args.param_map or "")
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    if args.fuzz is not None and args.fuzz < 1:
+        raise UsageError(f"--fuzz must be a positive number of cases, got {args.fuzz}")
+    kinds = args.kind
+    if args.case is not None:
+        try:
+            kinds = [case_from_json(args.case).kind]
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        if args.kind and args.kind != kinds:
+            raise UsageError(f"--case is a {kinds[0]} case; --kind says {', '.join(args.kind)}")
     budget = DEFAULT_BUDGET_S if args.budget is None else (args.budget or None)
     progress = KindTally(sys.stderr)
-    doc = conform(args.target, kinds=args.kind, device=args.device, quick=args.quick,
+    doc = conform(args.target, kinds=kinds, device=args.device, quick=args.quick,
                   seed=args.seed, timeout_s=args.timeout or DEFAULT_TIMEOUT_S, progress=progress,
-                  checks=args.check, param_map=param_map, budget_s=budget)
+                  checks=args.check, param_map=param_map, budget_s=budget, fuzz=args.fuzz,
+                  case=args.case)
     progress.close()
     if args.json:
         write_json(args.json, doc)

@@ -53,7 +53,7 @@ PLANTED = [
     Planted(f"{ZOO}/math_bugs.py:GRUCellResetOutsideBias", "gru_cell", None, "r scales W_hn h but not b_hn"),
     Planted(f"{ZOO}/math_bugs.py:LSTMSingleBias", "lstm", "single_bias", "bias_hh registered but never used"),
     Planted(f"{ZOO}/math_bugs.py:GRUBiasesIgnored", "gru", "bias_ignored", "both biases registered, neither used"),
-    Planted(f"{ZOO}/math_bugs.py:LSTMGatesSplitBySize", "lstm", None, "gates split in chunks of size 4, not 4 chunks (lucid 2.x)"),
+    Planted(f"{ZOO}/math_bugs.py:LSTMGatesSplitBySize", "lstm", "gates_split_by_size", "gates split in chunks of size 4, not 4 chunks (lucid 2.x)"),
     # init
     Planted(f"{ZOO}/init_bugs.py:InitBoundOneOverH", "rnn", "init_bound_1_over_h", "U(-1/H, 1/H)"),
     Planted(f"{ZOO}/init_bugs.py:InitRandn", "lstm", "init_wrong_distribution", "every parameter from N(0, 1)"),
@@ -65,7 +65,7 @@ PLANTED = [
     Planted(f"{ZOO}/order_bugs.py:TimeReversed", "rnn", "time_reversed", "every direction scans from the last step"),
     Planted(f"{ZOO}/order_bugs.py:ReverseNotReversed", "gru", "reverse_not_reversed", "the reverse direction scans forward in time"),
     Planted(f"{ZOO}/order_bugs.py:ReverseHnWrongEnd", "lstm", "reverse_h_n_wrong_end", "reverse h_n taken from output[-1]"),
-    Planted(f"{ZOO}/order_bugs.py:ReverseOutputsNotRealigned", "rnn", None, "reverse outputs left in processing order (h_n right)"),
+    Planted(f"{ZOO}/order_bugs.py:ReverseOutputsNotRealigned", "rnn", "reverse_output_not_realigned", "reverse outputs left in processing order (h_n right)"),
     Planted(f"{ZOO}/order_bugs.py:BatchFirstIgnored", "lstm", "batch_first_ignored", "batch_first accepted, input read as time-major"),
     Planted(f"{ZOO}/order_bugs.py:UpperLayersReadInput", "rnn", "layer_input_wrong", "every layer reads the raw input (crashes unless I == D * H)"),
     # dropout

@@ -55,7 +55,8 @@ class LSTMFwbw(LSTM):
 UNSUPPORTED = frozenset({"num_layers", "bidirectional", "proj_size", "dropout"})
 VANILLA = Implementation(name="flashrnn-vanilla", kinds={"lstm": LSTM, "gru": GRU},
                          unsupported=UNSUPPORTED, description="flashrnn(..., backend='vanilla')")
-# vanilla_fwbw implements the LSTM only ("Function gru not implemented for vanilla_fwbw backend").
+# vanilla_fwbw implements the LSTM only ("Function gru not implemented for vanilla_fwbw
+# backend"), and not in float64 (KeyError: 'float64').
 VANILLA_FWBW = Implementation(name="flashrnn-vanilla-fwbw", kinds={"lstm": LSTMFwbw},
-                              unsupported=UNSUPPORTED,
+                              unsupported=UNSUPPORTED | {"float64"},
                               description="flashrnn(..., backend='vanilla_fwbw')")

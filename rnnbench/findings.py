@@ -41,6 +41,8 @@ DIAGNOSES: dict[str, str] = {
     "gru_gate_order": "GRU gates not in torch's r,z,n order",
     "gru_cho_reset": "Cho-2014 GRU: reset gate applied before the hidden matmul",
     "gru_swapped_z": "GRU update uses z and 1-z swapped",
+    "gru_cho_textbook": "the textbook GRU: reset gate before the hidden matmul (Cho et al. 2014) "
+                        "and h' = (1-z) h + z n (z and 1-z swapped)",
     "single_bias": "one bias instead of two (bias_hh missing or ignored)",
     "bias_ignored": "biases not used",
     "input_mutated": "the implementation modified its input",
@@ -59,6 +61,10 @@ DIAGNOSES: dict[str, str] = {
                            "many chunks (right only when hidden_size equals the gate count)",
     "dtype_ignored": "the constructor's dtype= (or device=) is ignored",
     "biases_missing": "no bias parameters although bias=True",
+    "zero_state_default_dtype": "the omitted initial state is made in torch's default dtype, "
+                                "not the input's",
+    "output_not_stacked": "the output sequence is returned as a list of steps, not one tensor",
+    "always_batch_first": "input read batch-first although batch_first=False (torch.nn's default)",
     # The implicit kind's.
     "implicit_d_library_variant": "D multiplies [U_t, H_{t-1}] (torchidl's code), not U_t as documented",
     "implicit_solver_early_stop": "the fixed-point solver stops before its tolerance is met",
@@ -80,7 +86,7 @@ FUNDAMENTAL_ORDER = ("shapes", "forward", "gradients", "state", "init", "dropout
 # A constructor that raises makes every check fail the same way: that group comes first.
 _CANNOT_CONSTRUCT = re.compile(r"^the constructor raised")
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
-_NUMBER = re.compile(r"(?<![A-Za-z_])[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 
 
 @dataclass(frozen=True)

@@ -65,12 +65,9 @@ class WrongInput:
 
     @property
     def features(self) -> tuple[str, ...]:
-        """A wrong initial state needs one to be passed at all; a wrong input is passed alone."""
+        """A wrong initial state needs one to be passed at all; a wrong input goes with a valid
+        state, or alone to a forward that takes none."""
         return () if self.name.startswith("input") else ("initial_state",)
-
-    @property
-    def states(self) -> bool:
-        return bool(self.features)
 
 
 def _batch_over_one(case: Case) -> bool:
@@ -118,14 +115,14 @@ def check_rejected(subject, case, wrong: WrongInput) -> dict:
     where the same module accepts the valid shapes."""
     cfg = case.config
     valid = io_shapes(cfg, case.batch, case.steps)
-    names = ("input", *state_names(cfg)) if wrong.states else ("input",)
+    names = ("input", *state_names(cfg)) if subject.takes_state else ("input",)
     shapes = wrong.change(cfg, {name: valid[name] for name in ("input", *state_names(cfg))})
     rng = subject.rng("errors", wrong.name, case.name)
     module = subject.build(cfg, "float32")
 
     def run(shapes: dict):
         tensors = {name: subject.tensor(rng.normal(size=shapes[name]), "float32") for name in names}
-        hx = nest_hx(cfg, {name: tensors[name] for name in names[1:]}) if wrong.states else None
+        hx = nest_hx(cfg, {name: tensors[name] for name in names[1:]}) if names[1:] else None
         return module(tensors["input"], hx) if hx is not None else module(tensors["input"])
 
     try:

@@ -81,7 +81,7 @@ CASES = {case.name: case for case in (
     Case("rescaled", SMALL, batch=4, steps=7, a_draw="rescaled", quick=True),
     Case("small-exact", EXACT, batch=4, steps=7, quick=True),
     Case("rescaled-exact", EXACT, batch=4, steps=7, a_draw="rescaled", quick=True),
-    Case("slow", SMALL, batch=4, steps=5, a_draw="slow"),
+    Case("slow", SMALL, batch=4, steps=5, a_draw="slow", quick=True),
     Case("triangular", SMALL, batch=3, steps=4, a_draw="triangular", quick=True),
     # One step with n = h = q, so that C, D and the head can be identities (see solver_residual).
     Case("probe", ImplicitConfig(3, 6, 6, 6), batch=5, steps=1, a_draw="slow", quick=True),

@@ -15,6 +15,7 @@ checks name their findings themselves (init, dropout, error inputs, parameter na
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from rnnbench.findings import DIAGNOSES  # noqa: F401  (re-exported: the suites' vocabulary)
 from rnnbench.reference import io_shapes
@@ -23,15 +24,15 @@ from rnnbench.suites import variants
 from rnnbench.suites.compare import agree, excess
 from rnnbench.suites.layers import is_batched, time_major
 from rnnbench.suites.results import Finding
-from rnnbench.suites.subject import draw_params, params_of
+from rnnbench.suites.subject import call, draw_params, params_of, to_numpy
 
 
 def diagnose(trial, observed: dict | None) -> str | None:
     """The diagnosis id of a trial whose outputs (`observed`, None if forward raised) are wrong."""
     tol = trial.tolerance()
     expected = trial.expected()
-    for probe in (_h0_none_unhandled, _batch_first_ignored, _training_changes_output,
-                  _gates_split_by_size):
+    for probe in (_h0_none_unhandled, _zero_state_default_dtype, _batch_first_ignored,
+                  _always_batch_first, _training_changes_output, _gates_split_by_size):
         found = probe(trial, observed, expected, tol)
         if found:
             return found
@@ -84,6 +85,22 @@ def _h0_none_unhandled(trial, observed, expected, tol) -> str | None:
     return "h0_none_unhandled" if agree(with_zeros, expected, tol) else None
 
 
+def _zero_state_default_dtype(trial, observed, expected, tol) -> str | None:
+    """forward with hx=None fails in a dtype other than torch's default, yet the same module in
+    the default dtype runs: the zero state is made in the default dtype, not the input's."""
+    if observed is not None or trial.hx64 is not None:
+        return None
+    default = str(torch.get_default_dtype()).removeprefix("torch.")
+    if trial.dtype == default:
+        return None
+    try:
+        module = trial.subject.build(trial.cfg, default, trial.params)
+        call("forward", module, trial.subject.tensor(trial.x64, default))
+    except Finding:
+        return None
+    return "zero_state_default_dtype"
+
+
 def _training_changes_output(trial, observed, expected, tol) -> str | None:
     """A module without dropout that is right in eval mode but wrong in training mode drops
     units with p = 0."""
@@ -97,6 +114,26 @@ def _training_changes_output(trial, observed, expected, tol) -> str | None:
     finally:
         trial.module.train()
     return "dropout_wrong_scale" if agree(in_eval, expected, tol) else None
+
+
+def _always_batch_first(trial, observed, expected, tol) -> str | None:
+    """With batch_first=False the module's output is right when it is handed the input
+    batch-first (and its output read batch-first): it always reads (N, L, I). Only the output
+    sequence is compared, since such modules often shape h_n their own way too."""
+    cfg = trial.cfg
+    if cfg.is_cell or cfg.batch_first or not is_batched(cfg, trial.x64):
+        return None
+    x = trial.tensors()[0].transpose(0, 1)
+    try:
+        result = trial.subject_call(x)
+    except Finding:
+        return None
+    output = result[0] if isinstance(result, (tuple, list)) and result else None
+    if not isinstance(output, torch.Tensor) or output.dim() != 3:
+        return None
+    seen = {"output": to_numpy(output).swapaxes(0, 1)}
+    want = {"output": trial.expected(hx=None)["output"]}  # called without the state, as above
+    return "always_batch_first" if agree(seen, want, tol) else None
 
 
 def _gates_split_by_size(trial, observed, expected, tol) -> str | None:

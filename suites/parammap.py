@@ -16,8 +16,10 @@ The map comes from, in order:
    (input != hidden), then applied by key name to every configuration. It is accepted only when
    it is unique; otherwise `MappingError` says what could not be placed.
 
-Layers and directions of stacked modules are told apart by torch's suffixes or by the numbers
-(and "reverse"/"backward" markers) in the keys.
+One matrix per gate (W_ii, W_if, ... or U_z, U_r, ...) is recognised too, the gate read from the
+name and the pieces stacked in torch.nn's gate order. Layers and directions of stacked modules
+are told apart by torch's suffixes or by the numbers (and "reverse"/"backward" markers) in the
+keys.
 """
 from __future__ import annotations
 
@@ -164,9 +166,11 @@ def learn_roles(cfg: Config, shapes: dict[str, tuple]) -> dict[str, tuple[str, s
         if not candidates:
             continue  # not a recurrent parameter (an output layer, say): left for the checks
         roles[template(key)] = _choose(key, candidates)
+    if not {"weight_ih", "combined"} & {block for block, _ in roles.values()}:
+        _per_gate(cfg, {k: v for k, v in shapes.items() if template(k) not in roles}, roles)
     _settle_orientation(roles)
     _settle_biases(roles, shapes, cfg)
-    covered = {block for block, _ in roles.values()}
+    covered = {block.partition(":")[0] for block, _ in roles.values()}
     if "combined" in covered:
         covered |= {"weight_ih", "weight_hh"}
     lacking = [b for b in ("weight_ih", "weight_hh", "weight_hr") if b in spec and b not in covered]
@@ -213,6 +217,52 @@ def _choose(key: str, candidates: list[tuple[str, str]]) -> tuple[str, str]:
     raise MappingError(f"{key} could be any of {', '.join(b + ('.T' if l == 'T' else '') for b, l in weights)}")
 
 
+# Words for each gate, torch.nn's name first; a key's gate is the one its name ends in.
+_GATE_WORDS = {"i": ("i", "in", "input"), "f": ("f", "forget"), "o": ("o", "out", "output"),
+               "g": ("g", "c", "cell", "candidate", "u"), "r": ("r", "reset"),
+               "z": ("z", "u", "update"), "n": ("n", "h", "c", "candidate", "new")}
+
+
+def _gate(key: str, gates: tuple[str, ...]) -> str | None:
+    """The gate a per-gate parameter's name says (W_ii, W_hf, U_z, W_xc, forget_gate.weight...)."""
+    parts = [p for p in key.lower().split(".") if p not in ("weight", "bias")]
+    words = re.sub(r"^(weight|bias|w|u|b)_?", "", parts[-1] if parts else "").split("_")
+    words = [w for w in words if w not in ("gate", "")]
+    if not words:
+        return None
+    last = words[-1]
+    # "ii", "hf", "xc": the side's letter, then the gate's
+    candidates = [last, last[1:]] if len(last) == 2 and last[0] in "xih" else [last]
+    for text in candidates:
+        found = [g for g in gates if text in _GATE_WORDS[g]]
+        if len(found) == 1:
+            return found[0]
+    return None
+
+
+def _per_gate(cfg: Config, shapes: dict[str, tuple], roles: dict) -> None:
+    """Roles for a layout with one matrix (and bias) per gate and side, W_ii, W_hi, b_ii, ...:
+    "weight_ih:<gate>" etc., concatenated in torch.nn's gate order by `resolve`. The side comes
+    from the shape (input != hidden on the probe), the gate from the name."""
+    hidden, inputs, width = cfg.hidden_size, cfg.input_size, cfg.output_size
+    weights = {name: shape for name, shape in shapes.items() if len(shape) == 2}
+    for name, shape in weights.items():
+        side = {(hidden, inputs): ("weight_ih", "plain"), (inputs, hidden): ("weight_ih", "T"),
+                (hidden, width): ("weight_hh", "?")}.get(tuple(shape))
+        gate = _gate(name, cfg.gates)
+        if side and gate:
+            roles[template(name)] = (f"{side[0]}:{gate}", side[1])
+    for name, shape in shapes.items():
+        if tuple(shape) != (hidden,):
+            continue
+        owner = roles.get(template(name.rsplit(".", 1)[0] + ".weight")) if name.endswith(".bias") else None
+        gate = owner[0].partition(":")[2] if owner else _gate(name, cfg.gates)
+        side = (owner[0].partition(":")[0] if owner else
+                {"input": "weight_ih", "hidden": "weight_hh"}.get(_side(name), "weight_ih"))
+        if gate:
+            roles[template(name)] = (f"{side.replace('weight', 'bias')}:{gate}", "plain")
+
+
 def _settle_orientation(roles: dict) -> None:
     """A square matrix follows the orientation the module's other matrices show: an author who
     stores W_ih transposed (for x @ W) stores W_hh transposed too. Without a telling matrix,
@@ -257,6 +307,7 @@ def resolve(cfg: Config, shapes: dict[str, tuple], roles: dict[str, tuple[str, s
     MappingError when a key's unit (layer, direction) or role cannot be told."""
     spec = param_shapes(cfg)
     entries: dict[str, list[Piece]] = {name: [] for name in spec}
+    gated: dict[str, dict[str, Piece]] = {}
     units = _units(cfg, [key for key in shapes if template(key) in roles or key in spec])
     for key, (layer, direction) in units.items():
         if key in spec:
@@ -270,8 +321,14 @@ def resolve(cfg: Config, shapes: dict[str, tuple], roles: dict[str, tuple[str, s
             entries["weight_ih" + suffix].append(Piece(key, f"{prefix}cols:0:{inputs}"))
             total = shapes[key][1 if not prefix else 0]
             entries["weight_hh" + suffix].append(Piece(key, f"{prefix}cols:{inputs}:{total}"))
+        elif ":" in block:  # one gate's piece: placed in gate order below
+            base, _, gate = block.partition(":")
+            gated.setdefault(base + suffix, {})[gate] = Piece(key, layout)
         elif block + suffix in entries:
             entries[block + suffix].append(Piece(key, layout))
+    for name, pieces in gated.items():
+        if name in entries and set(pieces) == set(cfg.gates):
+            entries[name] = [pieces[gate] for gate in cfg.gates]
     return ParamMap({name: tuple(pieces) for name, pieces in entries.items()})
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from rnnbench.errors import UsageError
+from rnnbench.impls.adapt import zero_state
 from rnnbench.impls.base import Implementation, required_features
 from rnnbench.impls.registry import KINDS, one_line
 from rnnbench.reference import io_shapes
@@ -199,29 +200,37 @@ def unsupported(impl: Implementation, kind: str, device: str,
 def probe(subject: Subject) -> dict[str, str]:
     """Features a module refuses loudly: unbatched input (the one part of torch.nn's contract no
     constructor argument announces) is not supported when forward raises on it while the same
-    module runs batched input. A module that returns something for unbatched input is judged on
-    it like any other."""
+    module runs batched input, asked the same way (the state omitted, or zeros where omitting
+    it fails). A module that returns something for unbatched input is judged on it like any
+    other."""
     import torch
 
     if "unbatched" in subject.impl.unsupported_reasons(subject.kind):
         return {}
     cfg = probe_config(subject.kind)
-    shapes = {batch: io_shapes(cfg, batch, 4)["input"] for batch in (2, None)}
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+    inputs = {batch: torch.zeros(io_shapes(cfg, batch, 4)["input"]) for batch in (2, None)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
             module = subject.construct(cfg)
-            module(torch.zeros(shapes[2]))
-    except Exception:  # broken for batched input too: the checks say how
-        return {}
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            module(torch.zeros(shapes[None]))
-    except Exception as exc:
-        return {"unbatched": f"forward raised {one_line(exc)} on unbatched input "
-                             f"{tuple(shapes[None])}"}
-    return {}
+        except Exception:  # the checks say how construction fails
+            return {}
+        for state in (lambda x: None, lambda x: zero_state(cfg, x)):
+            try:
+                _forward(module, inputs[2], state(inputs[2]))
+            except Exception:
+                continue
+            try:
+                _forward(module, inputs[None], state(inputs[None]))
+            except Exception as exc:
+                return {"unbatched": f"forward raised {one_line(exc)} on unbatched input "
+                                     f"{tuple(inputs[None].shape)}"}
+            return {}
+    return {}  # broken for batched input too: the checks say how
+
+
+def _forward(module, x, hx):
+    return module(x) if hx is None else module(x, hx)
 
 
 def run_checks(impl: Implementation, kinds=None, device: str = "cpu", quick: bool = False,

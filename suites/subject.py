@@ -83,6 +83,11 @@ class Subject:
         """A generator that depends on the seed, this kind and `labels` only."""
         return np.random.default_rng([self.seed, zlib.crc32("/".join((self.kind, *labels)).encode())])
 
+    @property
+    def takes_state(self) -> bool:
+        """Whether forward takes an initial state at all (see `rnnbench.impls.adapt`)."""
+        return "initial_state" not in self.impl.unsupported_reasons(self.kind)
+
     def param_map(self, module: torch.nn.Module, cfg: Config) -> ParamMap:
         """Where the spec's parameters sit in `module`; Finding(param_names) when that cannot
         be told."""
@@ -200,6 +205,8 @@ def load(module: torch.nn.Module, cfg: Config, pmap: ParamMap,
         state = call("state_dict()", module.state_dict)
         given = {key: state[key].detach().clone() for key in pmap.keys()}
         for name, pieces in pmap.entries.items():
+            if not pieces:
+                continue  # held at zero
             rows = [piece.view(given[piece.key]).shape[0] for piece in pieces]
             for piece, part in zip(pieces, tensors[name].split(rows)):
                 piece.view(given[piece.key]).copy_(part)

@@ -91,6 +91,10 @@ class Trial:
         result = call("forward", module, *((x,) if hx is None else (x, nest_hx(cfg, hx))))
         return unpack(cfg, x, result)
 
+    def subject_call(self, x, hx=None):
+        """This trial's module on `x` (and `hx`), its return value as is, unchecked."""
+        return call("forward", self.module, *((x,) if hx is None else (x, nest_hx(self.cfg, hx))))
+
     def run(self, x=None, hx=_UNSET, module=None, cfg: Config | None = None) -> dict[str, np.ndarray]:
         """`call`, in float64 NumPy."""
         return {name: to_numpy(t) for name, t in self.call(x, hx, module, cfg).items()}
@@ -119,7 +123,11 @@ def unpack(cfg: Config, x: torch.Tensor, result) -> dict[str, torch.Tensor]:
     structure, shapes, dtype or device differ from torch.nn's."""
     tensors = _flatten(cfg, result)
     if tensors is None:
-        raise Finding(f"forward returned {_structure(result)}, expected {_expected_structure(cfg)}")
+        stepwise = (not cfg.is_cell and isinstance(result, (tuple, list)) and result
+                    and isinstance(result[0], (tuple, list))
+                    and all(isinstance(t, torch.Tensor) for t in result[0]))
+        raise Finding(f"forward returned {_structure(result)}, expected {_expected_structure(cfg)}",
+                      "output_not_stacked" if stepwise else None)
     batch, steps = batch_and_steps(cfg, x)
     shapes = io_shapes(cfg, batch, steps)
     for name, value in tensors.items():

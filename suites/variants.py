@@ -245,9 +245,8 @@ def _cho_reset(cfg, params, x, hx) -> Iterator[Pieces]:
         yield _stepped(cfg, params, x, hx, _cho_gru_step)
 
 
-def _swapped_z(cfg, params, x, hx) -> Iterator[Pieces]:
-    if cfg.family != "gru":
-        return
+def _negated_z(cfg: Config, params: dict) -> dict:
+    """The GRU's z rows negated: sigmoid(-a) = 1 - sigmoid(a), so z and 1-z trade places."""
     z = cfg.gates.index("z")
     def negate_z(name, value):
         if not gate_stacked(cfg, value):
@@ -255,7 +254,18 @@ def _swapped_z(cfg, params, x, hx) -> Iterator[Pieces]:
         parts = np.split(value, len(cfg.gates))
         parts[z] = -parts[z]
         return np.concatenate(parts)
-    yield forward(cfg, _map_params(cfg, params, negate_z), x, hx)
+    return _map_params(cfg, params, negate_z)
+
+
+def _swapped_z(cfg, params, x, hx) -> Iterator[Pieces]:
+    if cfg.family == "gru":
+        yield forward(cfg, _negated_z(cfg, params), x, hx)
+
+
+def _cho_textbook(cfg, params, x, hx) -> Iterator[Pieces]:
+    """Both at once, as textbooks write the GRU: h' = (1 - z) h + z tanh(W x + U (r * h))."""
+    if cfg.family == "gru":
+        yield _stepped(cfg, _negated_z(cfg, params), x, hx, _cho_gru_step)
 
 
 def _bias_blocks(cfg: Config, params: dict) -> list[str]:
@@ -293,6 +303,7 @@ CANDIDATES: tuple[tuple[str, Callable[..., Iterator[Pieces]]], ...] = (
     ("gru_gate_order", _gate_orders("gru")),
     ("gru_cho_reset", _cho_reset),
     ("gru_swapped_z", _swapped_z),
+    ("gru_cho_textbook", _cho_textbook),
     ("single_bias", _single_bias),
     ("bias_ignored", _bias_ignored),
 )

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from rnnbench.findings import DIAGNOSES, group_failures, unsupported_features
 from rnnbench.impls import load
 from rnnbench.suites import run_checks
-from rnnbench.findings import DIAGNOSES
 
 ROOT = Path(__file__).resolve().parents[1]
 ZOO = ROOT / "tests" / "zoo"
@@ -63,7 +63,8 @@ def test_correct_implementation_passes(row):
     assert not problems, f"false failures of {row.target}:\n{_listing(problems)}"
 
 
-@pytest.mark.parametrize("row", catalogue.PLANTED, ids=lambda row: row.target.rpartition(":")[2])
+@pytest.mark.parametrize("row", catalogue.PLANTED + catalogue.BLIND_SPOTS,
+                         ids=lambda row: row.target.rpartition(":")[2])
 def test_planted_bug_is_caught_and_diagnosed(row):
     _, problems = _checked(row.target, row.kind)
     assert problems, f"{row.target} ({row.description}) passed every check"
@@ -108,3 +109,50 @@ def test_planted_bug_overrides_exactly_one_hook_of_the_base(row):
     overridden = [name for name in vars(bug) if not name.startswith("__")]
     assert len(overridden) == 1, overridden
     assert any(overridden[0] in vars(cls) for cls in inspect.getmro(parent))
+
+
+# --- code written the way courses, tutorials and public repositories write it ----------------
+
+seeds = _import(ZOO / "seed_catalogue.py")
+# What the rows' argument tables call "moved with .to()" is the factory_kwargs feature.
+FEATURE_NAMES = {"moved with .to()": "factory_kwargs"}
+
+
+@pytest.mark.parametrize("row", seeds.SEEDS, ids=lambda row: row.target.rpartition(":")[2])
+def test_seed_style_code_gets_the_verdict_a_person_expects(row):
+    results = [r.to_dict() for r in run_checks(load(str(ROOT / row.target), row.kind),
+                                               kinds=[row.kind], quick=True)]
+    problems = [r for r in results if r["outcome"] in ("failed", "error")]
+    found = {r["diagnosis"] for r in problems}
+    assert set(row.findings) <= found, _listing_dicts(problems)
+    features = {FEATURE_NAMES.get(f, f) for f in row.not_supported.values()}
+    features |= {"optional_state"} if row.state_required else set()
+    skipped = set(unsupported_features(results))
+    # nothing is skipped that the row does not expect; what every kind's quick cases need is
+    assert skipped <= features, f"unexpected not supported: {skipped - features}"
+    assert {"unbatched", "optional_state"} & features <= skipped
+    assert not any(r["outcome"] == "error" for r in results), _listing_dicts(problems)
+
+
+def test_the_correct_exercise_rnn_runs_forward_and_gradients_and_they_pass():
+    row = next(r for r in seeds.SEEDS if r.target.endswith(":ExerciseRNN"))
+    results = [r.to_dict() for r in run_checks(load(str(ROOT / row.target), row.kind),
+                                               kinds=[row.kind])]
+    numeric = [r for r in results if r["category"] in ("forward", "gradients")]
+    assert sum(r["outcome"] == "passed" for r in numeric) >= 8
+    assert all(r["outcome"] in ("passed", "not_supported") for r in numeric), _listing_dicts(numeric)
+    found = {group.cause for group in group_failures(results)}
+    assert "param_names" in found and "silent_broadcast" in found
+
+
+def test_the_lucid_style_cell_conforms_where_supported():
+    results = run_checks(load(f"{ROOT}/{ZOO.relative_to(ROOT)}/seed_style.py:RNNCell", "rnn_cell"))
+    assert all(r.outcome in ("passed", "not_supported") for r in results), _listing(results)
+    assert {r.message for r in results if r.outcome == "not_supported"} == {
+        "needs factory_kwargs: the constructor takes no `device` or `dtype`: modules are built, "
+        "then moved with .to()"}
+
+
+def _listing_dicts(results) -> str:
+    return "\n".join(f"  {r['outcome']} {r['kind']} {r['check']}: {r['message']} [{r['diagnosis']}]"
+                     for r in results)

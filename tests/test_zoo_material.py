@@ -1,10 +1,7 @@
 """The seed-style and blind-spot material in tests/zoo is well formed: every target loads as the
-kind its row names, every diagnosis a row expects is a known id or one listed as pending, and
-each pitfall of the exercise differs from the correct class in exactly one method.
-
-What rnnbench says about the rows is not asserted here: the blind-spot rows need diagnoses the
-suite does not name yet (PENDING); once it does, the last assertion of
-`test_expected_diagnoses_are_known_or_pending` says so, and the rows join the planted-bug tests."""
+kind its row names, every diagnosis a row expects is a known id, and each pitfall of the exercise
+differs from the correct class in exactly one method. What rnnbench says about the rows is
+tests/test_zoo.py's."""
 from __future__ import annotations
 
 import inspect
@@ -20,9 +17,6 @@ from test_zoo import ROOT, ZOO, _import, catalogue
 seeds = _import(ZOO / "seed_catalogue.py")
 exercise = _import(ZOO / "seed_exercise.py")
 
-PENDING = {"rejects_valid_input", "dropout_mask_per_sequence", "dropout_not_applied",
-           "reverse_output_not_realigned", "gates_split_by_size",
-           "implicit_solver_settings_ignored", "dtype_ignored"} | set(seeds.NEW_DIAGNOSES)
 ROWS = [(row.target, row.kind) for row in [*seeds.SEEDS, *catalogue.BLIND_SPOTS]]
 
 
@@ -32,12 +26,10 @@ def test_row_loads_as_its_kind(target, kind):
     assert kind in impl.kinds
 
 
-def test_expected_diagnoses_are_known_or_pending():
+def test_expected_diagnoses_are_known():
     expected = {d for row in seeds.SEEDS for d in row.findings}
     expected |= {row.diagnosis for row in catalogue.BLIND_SPOTS} - {None}
-    assert expected - set(DIAGNOSES) - PENDING == set()
-    named_now = PENDING & set(DIAGNOSES)
-    assert not named_now, f"{sorted(named_now)} are diagnoses now: switch the BLIND_SPOTS rows on"
+    assert expected <= set(DIAGNOSES)
 
 
 PITFALLS = [cls for _, cls in inspect.getmembers(exercise, inspect.isclass)

@@ -95,9 +95,8 @@ class BlindSpot(NamedTuple):
     today: str
 
 
-# Not switched on: several diagnoses below are not in rnnbench.findings.DIAGNOSES yet. Once
-# they are, these rows join the planted-bug tests (each must fail with its diagnosis), and the
-# `today` column is the "before" of that change.
+# Each must fail with its diagnosis (tests/test_zoo.py); `today` is what the suite said before it
+# learnt to see them.
 BLIND_SPOTS = [
     BlindSpot(f"{ZOO}/blind_spots.py:ZERO_INIT_GRU", "gru", "init_wrong_distribution",
               "all-zero init; num_layers and bidirectional declared unsupported",

@@ -4,13 +4,13 @@ yardstick and the constructor, call and parameter-name adaptation in place.
 
 Each row says:
 - `not_supported`: per constructor argument the class lacks, the feature it controls, reported
-  once as "the constructor takes no `<argument>`" (device/dtype: built, then moved);
+  once as "the constructor takes no `<argument>`" (device/dtype: built, then moved); and
+  "unbatched" where forward raises on unbatched input while batched input runs;
 - `state_required`: forward's state argument is required, so the h0-omitted cases are not
   supported (called with zeros where torch.nn would take None);
 - `param_map`: the module's parameter (state_dict name, or attribute of a plain class) -> the
   spec's name, with how it is laid out when not as is ("T": transposed, "rows a:b": a slice);
-- `findings`: the diagnosis ids that must be printed (ids of rnnbench.findings.DIAGNOSES, or the
-  new ids listed in NEW_DIAGNOSES), most fundamental first;
+- `findings`: the diagnosis ids that must be printed (ids of rnnbench.findings.DIAGNOSES);
 - `numerics`: whether forward and gradient checks run through the mapping, and with what result;
 - `today`: what `rnnbench conform` printed before any adaptation (exit, passed/failed/not
   supported/error), measured with scripts/third_party/verdicts.py.
@@ -31,15 +31,6 @@ class Expectation(NamedTuple):
     note: str = ""
 
 
-# Diagnoses these rows need that rnnbench.findings does not name yet, with their sentence.
-NEW_DIAGNOSES = {
-    "unbatched_unhandled": "unbatched input not handled (crash or wrong shape)",
-    "output_not_stacked": "the output sequence is returned as a list, not a stacked tensor",
-    "always_batch_first": "input read batch-first although batch_first=False (the default)",
-    "zero_state_default_dtype": "the zero initial state is created in the default dtype, "
-                                "not the input's",
-}
-
 EX, ST = "tests/zoo/seed_exercise.py", "tests/zoo/seed_style.py"
 SEQUENCE_ARGS = {"num_layers": "num_layers", "nonlinearity": "relu", "bias": "no_bias",
                  "batch_first": "batch_first", "dropout": "dropout",
@@ -52,56 +43,59 @@ EXERCISE_MAP = {"W_ih": "weight_ih_l0", "W_hh": "weight_hh_l0", "b_ih": "bias_ih
                 "b_hh": "bias_hh_l0"}
 TODAY_EXERCISE = "exit 1, 1/164/0/0 (every check: the constructor raised TypeError ... 'bias'; " \
                  "invalid-arguments passes because every construction raises TypeError)"
-EXERCISE_EXTRA = ("unbatched_unhandled", "silent_broadcast")
+EXERCISE_EXTRA = ("silent_broadcast",)
+UNBATCHED = {"unbatched input": "unbatched"}  # forward raises on it: not supported
 EXERCISE_NOTE = ("a plain class, not an nn.Module: parameters are its requires_grad tensor "
-                 "attributes, moved by casting them. Under torch.nn's contract two findings remain "
-                 "beside the names: unbatched (L, I) input raises ValueError ('not enough values "
-                 "to unpack'), and an h0 of shape (2, B, H), (2, 1, B, H) or (B, H) is silently "
-                 "broadcast (the exercise validates nothing, by design)")
+                 "attributes, moved by casting them. Under torch.nn's contract one finding remains "
+                 "beside the names: an h0 of shape (2, B, H), (2, 1, B, H), (B, H) or (1, 1, H) is "
+                 "silently broadcast (the exercise validates nothing, by design); unbatched (L, I) "
+                 "input raises ValueError ('not enough values to unpack'), so unbatched is not "
+                 "supported")
+EXERCISE_ARGS = {**SEQUENCE_ARGS, **UNBATCHED}
 
 SEEDS = [
     Expectation(f"{EX}:ExerciseRNN", "rnn", "the exercise's approach, correct",
-                SEQUENCE_ARGS, False, EXERCISE_MAP, ("param_names",) + EXERCISE_EXTRA,
+                EXERCISE_ARGS, False, EXERCISE_MAP, ("param_names",) + EXERCISE_EXTRA,
                 "run and pass (batched cases)", TODAY_EXERCISE, EXERCISE_NOTE),
     Expectation(f"{EX}:ExerciseH0NoneUnhandled", "rnn", "pitfall: h0=None not handled",
-                SEQUENCE_ARGS, False, EXERCISE_MAP,
+                EXERCISE_ARGS, False, EXERCISE_MAP,
                 ("param_names", "h0_none_unhandled") + EXERCISE_EXTRA,
                 "run; pass with h0 given, h0-omitted cases fail", TODAY_EXERCISE,
                 "AttributeError: 'NoneType' object has no attribute 'squeeze'"),
     Expectation(f"{EX}:ExerciseWrongDims", "rnn", "pitfall: wrong matrix dimensions (h @ W_hh)",
-                SEQUENCE_ARGS, False, EXERCISE_MAP,
+                EXERCISE_ARGS, False, EXERCISE_MAP,
                 ("param_names", "weight_transposed") + EXERCISE_EXTRA,
                 "run and fail", TODAY_EXERCISE),
     Expectation(f"{EX}:ExerciseNoUnsqueeze", "rnn", "pitfall: h_n without unsqueeze(0)",
-                SEQUENCE_ARGS, False, EXERCISE_MAP,
+                EXERCISE_ARGS, False, EXERCISE_MAP,
                 ("param_names", "h_n_no_layer_dim") + EXERCISE_EXTRA,
                 "run; output right, h_n of the wrong shape", TODAY_EXERCISE),
     Expectation(f"{EX}:ExerciseNoTanh", "rnn", "pitfall: no tanh",
-                SEQUENCE_ARGS, False, EXERCISE_MAP,
+                EXERCISE_ARGS, False, EXERCISE_MAP,
                 ("param_names", "missing_nonlinearity") + EXERCISE_EXTRA,
                 "run and fail", TODAY_EXERCISE),
     Expectation(f"{EX}:ExerciseRandnInit", "rnn", "pitfall: randn init",
-                SEQUENCE_ARGS, False, EXERCISE_MAP,
+                EXERCISE_ARGS, False, EXERCISE_MAP,
                 ("param_names", "init_wrong_distribution") + EXERCISE_EXTRA,
                 "run and pass (init is the only maths-free difference)", TODAY_EXERCISE,
                 "init must run on a single-layer unidirectional row: the class takes no "
                 "num_layers or bidirectional"),
     Expectation(f"{EX}:ExerciseTimeReversed", "rnn", "pitfall: wrong time order",
-                SEQUENCE_ARGS, False, EXERCISE_MAP,
+                EXERCISE_ARGS, False, EXERCISE_MAP,
                 ("param_names", "time_reversed") + EXERCISE_EXTRA,
                 "run and fail", TODAY_EXERCISE,
                 "outputs appended in processing order: output[-1] == h_n, both from x[0]"),
     Expectation(f"{ST}:VanillaRNNCell", "rnn_cell", "a tutorial's manual Elman cell",
                 RNN_CELL_ARGS, True,
                 {"W_xh.weight": "weight_ih", "W_xh.bias": "bias_ih", "W_hh.weight": "weight_hh"},
-                ("param_names", "single_bias", "init_wrong_distribution"),
+                ("param_names", "single_bias", "init_wrong_distribution", "silent_broadcast"),
                 "run with bias_hh held at 0, and pass",
                 "exit 1, 1/70/0/0 (constructor TypeError 'bias')",
                 "init: W_xh from nn.Linear's U(+-1/sqrt(input)), W_hh orthogonal"),
     Expectation(f"{ST}:LSTMCell", "lstm_cell", "a tutorial's manual LSTM cell",
-                CELL_ARGS, True,
+                {**CELL_ARGS, **UNBATCHED}, True,
                 {"W_x.weight": "weight_ih", "W_x.bias": "bias_ih", "W_h.weight": "weight_hh"},
-                ("param_names", "single_bias", "init_wrong_distribution", "unbatched_unhandled"),
+                ("param_names", "single_bias", "init_wrong_distribution", "silent_broadcast"),
                 "run with bias_hh held at 0; batched cases pass",
                 "exit 1, 1/60/0/0 (constructor TypeError 'bias')",
                 "gates.chunk(4, dim=1) raises IndexError on unbatched (I,) input; W_h's nn.Linear "
@@ -113,9 +107,10 @@ SEEDS = [
     Expectation(f"{ST}:RNNScratch", "rnn", "d2l's RNNScratch",
                 SEQUENCE_ARGS, False,
                 {"W_xh": "weight_ih_l0 (T)", "W_hh": "weight_hh_l0 (T)", "b_h": "bias_ih_l0"},
-                ("param_names", "single_bias", "output_not_stacked", "h_n_no_layer_dim",
-                 "init_wrong_distribution", "zero_state_default_dtype", "unbatched_unhandled"),
-                "values right once stacked; by torch.nn's contract the shapes check fails first",
+                ("param_names", "single_bias", "output_not_stacked", "init_wrong_distribution",
+                 "zero_state_default_dtype"),
+                "values right once stacked; by torch.nn's contract the return structure fails "
+                "first (so h_n's missing layer axis is not reached)",
                 "exit 1, 1/164/0/0 (constructor TypeError 'num_layers')",
                 "sigma is an extra argument with a default: fine. X @ W_xh stores W_ih transposed; "
                 "the square W_hh is transposed too, which shapes alone cannot tell: a mapping "
@@ -123,10 +118,10 @@ SEEDS = [
                 "forward returns (list of T tensors (B, H), state (B, H)); a given hx (1, B, H) "
                 "is unpacked by `state, = state`; the zero state is float32 whatever the input"),
     Expectation(f"{ST}:CharRNNCell", "rnn_cell", "one nn.Linear over [x, h] (char-RNN/makemore)",
-                RNN_CELL_ARGS, True,
+                {**RNN_CELL_ARGS, **UNBATCHED}, True,
                 {"xh_to_h.weight": "weight_ih (cols :I) + weight_hh (cols I:)",
                  "xh_to_h.bias": "bias_ih"},
-                ("param_names", "single_bias", "init_wrong_distribution", "unbatched_unhandled"),
+                ("param_names", "single_bias", "init_wrong_distribution"),
                 "run with bias_hh held at 0; batched cases pass",
                 "exit 1, 1/70/0/0 (constructor TypeError 'bias')",
                 "init bound 1/sqrt(I + H); torch.cat(dim=1) fails on unbatched input"),
@@ -134,15 +129,14 @@ SEEDS = [
                 RNN_CELL_ARGS, True,
                 {"ih.weight": "weight_ih", "ih.bias": "bias_ih", "hh.weight": "weight_hh",
                  "hh.bias": "bias_hh"},
-                ("param_names", "init_wrong_distribution"),
+                ("param_names", "init_wrong_distribution", "silent_broadcast"),
                 "run and pass (unbatched too)",
                 "exit 1, 1/70/0/0 (constructor TypeError 'bias')",
                 "only ih's init differs (U(+-1/sqrt(input))); hh's is torch's"),
     Expectation(f"{ST}:CustomLSTM", "lstm", "a widely copied batch-first LSTM (W, U, bias)",
-                LSTM_ARGS, False,
+                {**LSTM_ARGS, **UNBATCHED}, False,
                 {"W": "weight_ih_l0 (T)", "U": "weight_hh_l0 (T)", "bias": "bias_ih_l0"},
-                ("param_names", "single_bias", "always_batch_first", "h_n_no_layer_dim",
-                 "zero_state_default_dtype", "unbatched_unhandled"),
+                ("param_names", "single_bias", "always_batch_first", "h_n_no_layer_dim"),
                 "run and fail: time-major input read as (batch, seq)",
                 "exit 1, 2/175/0/0 (constructor TypeError 'input_size': its arguments are "
                 "input_sz, hidden_sz)",
@@ -155,8 +149,8 @@ SEEDS = [
                  "W_z.bias": "bias_ih (H:2H)", "W_h.bias": "bias_ih (2H:3H)",
                  "U_r.weight": "weight_hh (rows 0:H)", "U_z.weight": "weight_hh (rows H:2H)",
                  "U_h.weight": "weight_hh (rows 2H:3H)"},
-                ("param_names", "single_bias", "gru_cho_reset", "gru_swapped_z",
-                 "init_wrong_distribution"),
-                "run and fail: two textbook differences at once (both should be named)",
+                ("param_names", "single_bias", "gru_cho_textbook", "init_wrong_distribution",
+                 "silent_broadcast"),
+                "run and fail: the two textbook differences at once, named together",
                 "exit 1, 1/56/0/0 (constructor TypeError 'bias')"),
 ]

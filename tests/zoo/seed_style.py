@@ -89,8 +89,9 @@ class RNNCell(nn.Module):
             hx = input_.new_zeros(input_.shape[0], self.hidden_size)
         elif not batched:
             hx = hx.unsqueeze(0)
-        if hx.dim() != 2:
-            raise ValueError(f"hidden state must be 2-D for batched input, got {hx.dim()}-D")
+        if tuple(hx.shape) != (input_.shape[0], self.hidden_size):
+            raise ValueError(f"hidden state must have shape ({input_.shape[0]}, "
+                             f"{self.hidden_size}), got {tuple(hx.shape)}")
         pre = input_ @ self.weight_ih.T + hx @ self.weight_hh.T
         if self.bias:
             pre = pre + self.bias_ih + self.bias_hh

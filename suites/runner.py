@@ -183,7 +183,7 @@ def setup(case) -> dict:
             "inputs": {name: list(shapes[name]) for name in given}}
 
 
-# (implementation, kind, device) -> the features found unsupported by trying them (see `probe`).
+# (constructor, kind, device) -> the features found unsupported by trying them (see `probe`).
 _PROBED: dict[tuple, dict[str, str]] = {}
 
 
@@ -191,7 +191,7 @@ def unsupported(impl: Implementation, kind: str, device: str,
                 probe_unbatched: bool = False) -> dict[str, str]:
     """Every feature `kind` of `impl` lacks, with the reason: declared, read off its signatures,
     or, when `probe_unbatched`, found by `probe` (once per process)."""
-    key = (impl.name, kind, device)
+    key = (impl.kinds.get(kind), kind, device)
     if probe_unbatched and key not in _PROBED:
         _PROBED[key] = probe(Subject(impl, kind, device))
     return {**_PROBED.get(key, {}), **impl.unsupported_reasons(kind)}

@@ -42,7 +42,7 @@ def to_numpy(tensor: torch.Tensor) -> np.ndarray:
     return tensor.detach().to("cpu", torch.float64).numpy()
 
 
-# (implementation, kind, device) -> the roles of its state_dict keys, or why they are unknown.
+# (constructor, kind, device) -> the roles of its state_dict keys, or why they are unknown.
 _ROLES: dict[tuple, dict | parammap.MappingError] = {}
 
 
@@ -106,7 +106,7 @@ class Subject:
 
     def _roles(self) -> dict:
         """The roles of the state_dict keys, learnt once per process on the probe module."""
-        key = (self.impl.name, self.kind, self.device)
+        key = (self.impl.kinds[self.kind], self.kind, self.device)
         if key not in _ROLES:
             cfg = parammap.probe_config(self.kind)
             state = call("state_dict()", self.construct(cfg).state_dict)

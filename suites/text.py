@@ -18,6 +18,7 @@ alone with its details:
 from __future__ import annotations
 
 import shlex
+import textwrap
 
 import numpy as np
 from tabulate import tabulate
@@ -30,6 +31,7 @@ SEVERITY = ("error", "failed", "not_supported", "passed")
 LABELS = {"failed": "FAILED", "error": "ERROR", "not_supported": "NOT SUPPORTED", "passed": "passed"}
 TALLY = {"passed": "passed", "failed": "failed", "not_supported": "not supported", "error": "errors"}
 MESSAGE_WIDTH = 60
+WIDTH = 100  # columns of the findings and what was not supported
 SHOWN_FINDINGS = 10
 
 
@@ -58,7 +60,8 @@ def findings(doc: dict) -> list[str]:
         checks = f"{group.count} check{'s' * (group.count != 1)}"
         lines.append(f"{number:2d}. {_short(group.sentence, 70)}{tag}: {checks}{kinds}")
         example = group.example
-        lines.append(f"    e.g. {example['check']}: {strip_addresses(example['message'])}")
+        lines += _wrapped(f"e.g. {example['check']}: {strip_addresses(example['message'])}",
+                          "    ", "         ")
         where = describe(example.get("numbers") or {})
         if where:
             lines.append(f"         first divergence: {where}")
@@ -81,7 +84,8 @@ def not_supported(doc: dict) -> list[str]:
     lines = ["Not supported (these checks were skipped, not failed):"]
     for feature, entry in skipped.items():
         reason = f": {entry['reason']}" if entry["reason"] else ""
-        lines.append(f"   {feature}{reason} ({entry['checks']} check{'s' * (entry['checks'] != 1)})")
+        count = f"{entry['checks']} check{'s' * (entry['checks'] != 1)}"
+        lines += _wrapped(f"{feature}{reason} ({count})", "   ", "     ")
     return lines
 
 
@@ -149,6 +153,12 @@ def verdict(doc: dict) -> str:
     quick = ", quick case list" if doc.get("quick") else ""
     return (f"{word}: {doc['target']} ({len(doc['results'])} checks{quick}: {tally}; "
             f"{doc['duration_s']:.1f} s)")
+
+
+def _wrapped(text: str, first: str, rest: str) -> list[str]:
+    """`text` in lines of at most WIDTH columns."""
+    return textwrap.wrap(text, WIDTH, initial_indent=first, subsequent_indent=rest,
+                         break_on_hyphens=False) or [first]
 
 
 def _values(values) -> str:

@@ -271,3 +271,16 @@ def _imported_modules(path: Path) -> set[str]:
 @pytest.mark.parametrize("path", sorted(REFERENCE_DIR.glob("*.py")), ids=lambda p: p.name)
 def test_reference_sources_never_import_torch(path):
     assert not {m for m in _imported_modules(path) if m.split(".")[0] == "torch"}
+
+
+def test_relu_passes_the_gradient_through_a_nan_pre_activation_as_torch_does():
+    cfg = Config("rnn_cell", 1, 1, nonlinearity="relu", bias=False)
+    params = {"weight_ih": np.array([[1.0]]), "weight_hh": np.array([[2.0]])}
+    grads = backward(cfg, params, np.array([[np.nan]]), np.array([[1.0]]), np.array([[1.0]]))
+    cell = torch.nn.RNNCell(1, 1, nonlinearity="relu", bias=False, dtype=torch.float64)
+    with torch.no_grad():
+        cell.weight_ih.fill_(1.0)
+        cell.weight_hh.fill_(2.0)
+    h0 = torch.ones(1, 1, dtype=torch.float64, requires_grad=True)
+    cell(torch.full((1, 1), float("nan"), dtype=torch.float64), h0).sum().backward()
+    assert grads["hx"][0, 0] == h0.grad.item() == 2.0

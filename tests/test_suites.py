@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -410,3 +411,105 @@ def test_pytest_entry_makes_each_check_a_test():
 def test_pytest_entry_without_impl_does_nothing():
     done = pytest_run()
     assert done.returncode == 0 and "1 skipped" in done.stdout, done.stdout[-2000:]
+
+
+# --- the case tables, the harness and the run's bounds -------------------------------------------
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_kind_has_every_batched_unbatched_and_state_given_omitted_combination(kind):
+    rows = {(case.batched, case.h0) for case in CASES if case.kind == kind}
+    assert rows == {(True, True), (True, False), (False, True), (False, False)}
+    quick = {(case.batched, case.h0) for case in CASES if case.kind == kind and case.quick}
+    assert len(quick) >= 3
+
+
+def test_construction_checks_run_on_single_layer_unidirectional_rows():
+    for kind in ("rnn", "lstm", "gru"):
+        assert any(case.kind == kind and case.config.num_layers == 1
+                   and not case.config.bidirectional for case in CONSTRUCTION_CASES)
+
+
+def test_a_folder_named_rnnbench_in_the_working_directory_shadows_nothing(tmp_path):
+    (tmp_path / "rnnbench").mkdir()
+    (tmp_path / "rnnbench" / "__init__.py").write_text("raise ImportError('the wrong rnnbench')\n")
+    command = Path(sys.executable).with_name("rnnbench")  # the console script, as users run it
+    done = subprocess.run([str(command), "conform", "native", "--kind", "rnn_cell", "--quick"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "PASSED: native" in done.stdout
+
+
+HANGS_LATER = textwrap.dedent("""
+    import time
+    import torch
+
+    class HangsAfterTwentyCalls(torch.nn.RNN):
+        calls = 0
+
+        def forward(self, input, hx=None):
+            type(self).calls += 1
+            if type(self).calls > 20:
+                time.sleep(3600)
+            return super().forward(input, hx)
+""")
+
+
+def test_an_implementation_that_hangs_after_a_while_costs_a_bounded_time(tmp_path, monkeypatch):
+    from rnnbench.suites import conform, isolation
+
+    monkeypatch.setattr(isolation, "LOST_BUDGET_S", 6.0)
+    (tmp_path / "hangs.py").write_text(HANGS_LATER)
+    doc = conform(f"{tmp_path / 'hangs.py'}:HangsAfterTwentyCalls", kinds=["rnn"], quick=True,
+                  timeout_s=3)
+    errors = [r for r in doc["results"] if r["outcome"] == "error"]
+    timed_out = [r for r in errors if "timed out" in r["message"]]
+    assert 2 <= len(timed_out) <= 3
+    assert any("hung or crashed" in r["message"] for r in errors)
+    assert doc["duration_s"] < 120
+
+
+def test_the_run_budget_stops_a_run_and_says_so(tmp_path):
+    from rnnbench.suites import conform
+
+    doc = conform("native", kinds=["lstm"], budget_s=4.0)
+    outcomes = {r["outcome"] for r in doc["results"]}
+    assert "passed" in outcomes and "error" in outcomes
+    assert any("budget of 4 s is spent" in r["message"] for r in doc["results"])
+
+
+def test_messages_keep_the_chained_cause_and_drop_object_addresses():
+    from rnnbench.impls.registry import one_line
+
+    try:
+        try:
+            {}["key"]
+        except KeyError as cause:
+            raise RuntimeError(f"step failed in {object()}") from cause
+    except RuntimeError as exc:
+        text = one_line(exc)
+    assert text == "RuntimeError: step failed in <object object> (caused by KeyError: 'key')"
+
+
+def test_fuzzing_finds_a_bug_outside_the_case_tables_and_prints_a_rerun(tmp_path, capsys):
+    (tmp_path / "deep.py").write_text(textwrap.dedent("""
+        import torch
+
+        class ThirdLayerReversed(torch.nn.RNN):
+            # a bug only a module of three layers or more has: its output reversed in time
+            def forward(self, input, hx=None):
+                output, h_n = super().forward(input, hx)
+                return (output.flip(0) if self.num_layers >= 3 else output), h_n
+    """))
+    target = f"{tmp_path / 'deep.py'}:ThirdLayerReversed"
+    assert main(["conform", target, "--kind", "rnn", "--fuzz", "40"]) == 1
+    out = capsys.readouterr().out
+    rerun = next(line.strip() for line in out.splitlines() if "--case" in line)
+    assert '"num_layers":3' in rerun
+    case = rerun.split("--case ", 1)[1].rsplit(" --verbose", 1)[0].strip("'")
+    assert main(["conform", target, "--kind", "rnn", "--case", case]) == 1
+
+
+def test_fuzzing_a_correct_implementation_finds_nothing():
+    results = run_checks(EAGER, kinds=["gru", "lstm_cell"], fuzz=8)
+    assert [r.outcome for r in results] == ["passed", "passed"]
+    assert all(r.numbers["examples"] >= 1 for r in results)

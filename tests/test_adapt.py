@@ -1,0 +1,254 @@
+"""Meeting implementations where they are: constructors called as torch.nn's whatever their own
+signature, the features a missing argument costs, plain objects as modules, required states, and
+parameters found under other names and layouts."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from rnnbench.impls import Implementation
+from rnnbench.impls.adapt import (Adapted, CannotConstruct, ObjectModule, UnsupportedArgument,
+                                  adapt)
+from rnnbench.reference import Config
+from rnnbench.suites import parammap
+from rnnbench.suites.parammap import MappingError, Piece
+from rnnbench.suites.subject import Subject, load, params_of, spec_state
+
+
+class MinimalRNN(nn.RNN):
+    """A course's signature: sizes only."""
+
+    def __init__(self, input_size, hidden_size):
+        super().__init__(input_size, hidden_size)
+
+
+class KeywordsRNN(nn.RNN):
+    def __init__(self, input_size, hidden_size, **kwargs):
+        super().__init__(input_size, hidden_size)  # takes everything, ignores it
+
+
+class PositionalOnlyGRU(nn.GRU):
+    def __init__(self, input_size, hidden_size, num_layers=1, /):
+        super().__init__(input_size, hidden_size, num_layers)
+
+
+class OwnNamesCell(nn.RNNCell):
+    def __init__(self, n_in, n_hidden):
+        super().__init__(n_in, n_hidden)
+
+
+class NeedsOutputSize(nn.Module):
+    def __init__(self, input_size, hidden_size, output_size):
+        super().__init__()
+
+
+class StateRequiredCell(nn.RNNCell):
+    def __init__(self, input_size, hidden_size):
+        super().__init__(input_size, hidden_size)
+
+    def forward(self, x, h_prev):
+        return super().forward(x, h_prev)
+
+
+class PlainExercise:
+    """An interview exercise: not an nn.Module, tensors that require gradients."""
+
+    def __init__(self, input_size, hidden_size):
+        k = 1 / math.sqrt(hidden_size)
+        self.hidden_size = hidden_size
+        self.W_ih = torch.empty(hidden_size, input_size).uniform_(-k, k).requires_grad_()
+        self.W_hh = torch.empty(hidden_size, hidden_size).uniform_(-k, k).requires_grad_()
+
+    def __call__(self, x, h0=None):
+        h = x.new_zeros(x.shape[1], self.hidden_size) if h0 is None else h0[0]
+        outputs = []
+        for x_t in x:
+            h = torch.tanh(x_t @ self.W_ih.T + h @ self.W_hh.T)
+            outputs.append(h)
+        return torch.stack(outputs), h[None]
+
+
+def test_a_torch_signature_needs_no_adaptation():
+    assert adapt("rnn", nn.RNN) is nn.RNN
+    assert adapt("gru_cell", nn.GRUCell) is nn.GRUCell
+
+
+def test_each_missing_argument_is_one_unsupported_feature_with_its_reason():
+    adapted = adapt("rnn", MinimalRNN)
+    assert isinstance(adapted, Adapted)
+    assert adapted.unsupported == {
+        "num_layers": "the constructor takes no `num_layers`",
+        "relu": "the constructor takes no `nonlinearity`",
+        "no_bias": "the constructor takes no `bias`",
+        "batch_first": "the constructor takes no `batch_first`",
+        "dropout": "the constructor takes no `dropout`",
+        "bidirectional": "the constructor takes no `bidirectional`",
+        "factory_kwargs": "the constructor takes no `device` or `dtype`: modules are built, "
+                          "then moved with .to()",
+    }
+
+
+def test_a_module_is_built_then_moved_when_the_constructor_takes_no_dtype():
+    module = adapt("rnn", MinimalRNN)(3, 5, dtype=torch.float64)
+    assert module.weight_ih_l0.dtype == torch.float64
+
+
+def test_an_argument_not_taken_cannot_be_asked_for():
+    with pytest.raises(UnsupportedArgument, match="takes no `bidirectional`"):
+        adapt("rnn", MinimalRNN)(3, 5, bidirectional=True)
+    adapt("rnn", MinimalRNN)(3, 5, bidirectional=False)  # torch.nn's default: fine
+
+
+def test_kwargs_take_every_argument_so_ignoring_one_is_not_excused():
+    assert adapt("rnn", KeywordsRNN) is KeywordsRNN
+    assert "num_layers" not in Implementation("k", {"rnn": KeywordsRNN}).unsupported_reasons("rnn")
+
+
+def test_positional_only_and_renamed_constructors_work():
+    gru = adapt("gru", PositionalOnlyGRU)(3, 5, num_layers=2)
+    assert gru.num_layers == 2
+    cell = adapt("rnn_cell", OwnNamesCell)(input_size=3, hidden_size=5)
+    assert cell.weight_ih.shape == (5, 3)
+
+
+def test_a_constructor_that_needs_more_than_torch_gives_says_what():
+    with pytest.raises(CannotConstruct, match="requires `output_size`"):
+        adapt("rnn", NeedsOutputSize)(3, 5)
+
+
+def test_a_required_state_gets_zeros_and_omitting_it_is_not_supported():
+    adapted = adapt("rnn_cell", StateRequiredCell)
+    assert "optional_state" in adapted.unsupported
+    module = adapted(3, 5)
+    assert torch.equal(module(torch.ones(4, 3)), module.inner(torch.ones(4, 3), torch.zeros(4, 5)))
+    assert list(module.state_dict()) == list(module.inner.state_dict())
+
+
+def test_a_plain_object_is_a_module_whose_parameters_it_computes_with():
+    module = adapt("rnn", PlainExercise)(3, 5)
+    assert isinstance(module, ObjectModule)
+    assert set(dict(module.named_parameters())) == {"W_ih", "W_hh"}
+    module.to(torch.float64)
+    output, _ = module(torch.randn(4, 2, 3, dtype=torch.float64))
+    output.sum().backward()
+    assert module.W_ih.grad is not None and module.W_ih.dtype == torch.float64
+
+
+# --- parameter maps -----------------------------------------------------------------------------
+
+def roles_and_map(kind: str, constructor, cfg: Config | None = None):
+    subject = Subject(Implementation("t", {kind: constructor}), kind)
+    cfg = cfg or Config(kind, 4, 7)
+    module = subject.construct(cfg)
+    return module, subject.param_map(module, cfg)
+
+
+class LinearCell(nn.Module):
+    """A tutorial's cell: nn.Linear submodules, one bias, the state required."""
+
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        self.W_xh = nn.Linear(input_size, hidden_size)
+        self.W_hh = nn.Linear(hidden_size, hidden_size, bias=False)
+
+    def forward(self, x, h):
+        return torch.tanh(self.W_xh(x) + self.W_hh(h))
+
+
+class ConcatCell(nn.Module):
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        self.i2h = nn.Linear(input_size + hidden_size, hidden_size)
+
+    def forward(self, x, h):
+        return torch.tanh(self.i2h(torch.cat([x, h], 1)))
+
+
+class TransposedCell(nn.Module):
+    """x @ W layout: W_xh (input, hidden), W_hh (hidden, hidden) used as h @ W_hh."""
+
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        self.W_xh = nn.Parameter(torch.randn(input_size, hidden_size))
+        self.W_hh = nn.Parameter(torch.randn(hidden_size, hidden_size))
+        self.b_h = nn.Parameter(torch.zeros(hidden_size))
+
+    def forward(self, x, h=None):
+        h = x.new_zeros(x.shape[0], self.W_hh.shape[0]) if h is None else h
+        return torch.tanh(x @ self.W_xh + h @ self.W_hh + self.b_h)
+
+
+class PerGateLSTMCell(nn.Module):
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        for gate in "ifgo":
+            setattr(self, f"W_i{gate}", nn.Parameter(torch.randn(hidden_size, input_size)))
+            setattr(self, f"W_h{gate}", nn.Parameter(torch.randn(hidden_size, hidden_size)))
+
+
+def test_linear_submodules_map_by_shape_and_name_and_the_missing_bias_is_held_at_zero():
+    _, pmap = roles_and_map("rnn_cell", LinearCell)
+    assert pmap.entries == {"weight_ih": (Piece("W_xh.weight"),), "weight_hh": (Piece("W_hh.weight"),),
+                            "bias_ih": (Piece("W_xh.bias"),), "bias_hh": ()}
+    assert pmap.missing == ["bias_hh"]
+
+
+def test_one_matrix_over_input_and_state_is_split_by_columns():
+    _, pmap = roles_and_map("rnn_cell", ConcatCell)
+    assert pmap.entries["weight_ih"] == (Piece("i2h.weight", "cols:0:4"),)
+    assert pmap.entries["weight_hh"] == (Piece("i2h.weight", "cols:4:11"),)
+
+
+def test_a_transposed_layout_is_read_transposed_square_matrices_included():
+    module, pmap = roles_and_map("rnn_cell", TransposedCell)
+    assert pmap.entries["weight_ih"] == (Piece("W_xh", "T"),)
+    assert pmap.entries["weight_hh"] == (Piece("W_hh", "T"),)  # follows W_xh's orientation
+    cfg = Config("rnn_cell", 4, 7)
+    values = {name: torch.randn(shape) if name != "bias_hh" else torch.zeros(shape)
+              for name, shape in {"weight_ih": (7, 4), "weight_hh": (7, 7), "bias_ih": (7,),
+                                  "bias_hh": (7,)}.items()}
+    load(module, cfg, pmap, values)
+    assert torch.equal(module.W_xh, values["weight_ih"].T)
+    assert torch.equal(spec_state(module, cfg, pmap)["weight_hh"], values["weight_hh"])
+    assert (params_of(module, cfg, pmap)["bias_hh"] == 0).all()
+
+
+def test_one_matrix_per_gate_is_stacked_in_torch_gate_order():
+    _, pmap = roles_and_map("lstm_cell", PerGateLSTMCell)
+    assert [p.key for p in pmap.entries["weight_ih"]] == ["W_ii", "W_if", "W_ig", "W_io"]
+    assert [p.key for p in pmap.entries["weight_hh"]] == ["W_hi", "W_hf", "W_hg", "W_ho"]
+
+
+def test_two_biases_that_names_cannot_tell_apart_are_refused_for_the_gru_only():
+    shapes = {"A": (15, 3), "B": (15, 5), "c": (15,), "d": (15,)}
+    with pytest.raises(MappingError, match="matters for the GRU"):
+        parammap.learn_roles(Config("gru_cell", 3, 5), shapes)
+    roles = parammap.learn_roles(Config("rnn_cell", 3, 5), {"A": (5, 3), "B": (5, 5), "c": (5,),
+                                                             "d": (5,)})
+    assert {roles["c"][0], roles["d"][0]} == {"bias_ih", "bias_hh"}
+
+
+def test_layers_are_told_apart_by_the_numbers_in_the_keys():
+    cfg = Config("rnn", 3, 5, num_layers=2)
+    shapes = {"layers.0.W_ih": (5, 3), "layers.0.W_hh": (5, 5), "layers.1.W_ih": (5, 5),
+              "layers.1.W_hh": (5, 5)}
+    roles = parammap.learn_roles(parammap.probe_config("rnn"),
+                                 {"layers.0.W_ih": (5, 3), "layers.0.W_hh": (5, 5)})
+    pmap = parammap.resolve(cfg, shapes, roles)
+    assert pmap.entries["weight_ih_l1"] == (Piece("layers.1.W_ih"),)
+    assert pmap.entries["weight_hh_l0"] == (Piece("layers.0.W_hh"),)
+
+
+def test_a_user_map_wins_and_can_say_transposed():
+    cfg = Config("rnn_cell", 3, 5)
+    pmap = parammap.from_user(cfg, {"U": (5, 5), "W": (3, 5)}, parammap.parse_user_map(
+        "W=weight_ih.T, U=weight_hh"))
+    assert pmap.entries["weight_ih"] == (Piece("W", "T"),)
+    assert pmap.missing == ["bias_ih", "bias_hh"]
+    with pytest.raises(ValueError, match="not KEY=NAME"):
+        parammap.parse_user_map("W_ih")
+    with pytest.raises(MappingError, match="no parameter 'weight_xy'"):
+        parammap.from_user(cfg, {"W": (5, 3)}, {"W": "weight_xy"})

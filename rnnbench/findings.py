@@ -63,6 +63,11 @@ DIAGNOSES: dict[str, str] = {
     "biases_missing": "no bias parameters although bias=True",
     "zero_state_default_dtype": "the omitted initial state is made in torch's default dtype, "
                                 "not the input's",
+    "wrong_exception_type": "wrong input rejected with an exception type torch.nn does not raise "
+                            "(not ValueError, RuntimeError or TypeError)",
+    "lower_precision": "float64 computed in lower precision (right to float32's accuracy only)",
+    "dropout_with_one_layer": "dropout changes a one-layer module in training (torch.nn drops "
+                              "only between layers)",
     "output_not_stacked": "the output sequence is returned as a list of steps, not one tensor",
     "always_batch_first": "input read batch-first although batch_first=False (torch.nn's default)",
     # The implicit kind's.

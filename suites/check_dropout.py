@@ -85,8 +85,7 @@ def check_train(subject, case) -> dict:
         try:
             return compare_forward(trial, observed)
         except Finding as finding:
-            if zeros:
-                finding.diagnosis = "dropout_after_last_layer"
+            finding.diagnosis = "dropout_after_last_layer" if zeros else "dropout_with_one_layer"
             raise
     if zeros:
         raise Finding(f"{zeros} outputs are exactly 0 in training (layer 1 never outputs 0 here)",

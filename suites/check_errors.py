@@ -136,7 +136,7 @@ def check_rejected(subject, case, wrong: WrongInput) -> dict:
         return {"raised": type(exc).__name__}
     except Exception as exc:
         raise Finding(f"{wrong.description} ({_shown(names, shapes)}) raised {one_line(exc)}, "
-                      f"expected {rejection_names()}") from exc
+                      f"expected {rejection_names()}", "wrong_exception_type") from exc
     raise Finding(f"{wrong.description} ({_shown(names, shapes)}) was accepted", "silent_broadcast")
 
 

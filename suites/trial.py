@@ -78,8 +78,11 @@ class Trial:
         return 1 if self.cfg.is_cell else self.case.steps
 
     def tolerance(self, gradient: bool = False):
-        return tolerance(policy_dtype(self.dtype, self.subject.device), self.steps,
-                         self.cfg.num_layers, gradient=gradient)
+        return self.tolerance_as(policy_dtype(self.dtype, self.subject.device), gradient)
+
+    def tolerance_as(self, dtype: str, gradient: bool = False):
+        """The policy's tolerance for this trial's length and depth, as if computed in `dtype`."""
+        return tolerance(dtype, self.steps, self.cfg.num_layers, gradient=gradient)
 
     def call(self, x=None, hx=_UNSET, module=None, cfg: Config | None = None) -> dict[str, torch.Tensor]:
         """Run a module (default: this trial's, on its inputs; pass `cfg` with another module);

@@ -39,6 +39,7 @@ class Table:
     headers: list[str]
     rows: list[list[str]]
     note: str = ""
+    fit: bool = False    # on a narrow screen wrap the cells to fit, rather than scroll
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ def category_title(category: str) -> str:
 def check_row_label(results: Results):
     """How a conformance row is named: impl, plus device and run where they vary."""
     devices = {c.device for c in results.checks}
-    several_runs = len(runs.runs(results)) > 1
+    several_runs = len({runs.run_of(c.source) for c in results.checks}) > 1
 
     def label(check: Check) -> str:
         text = check.impl
@@ -96,31 +97,30 @@ def check_row_label(results: Results):
 def _summary(results: Results) -> Section:
     blocks: list = _warnings(results)
     every_run = runs.runs(results)
-    several = len(every_run) > 1
     table = analysis.speedups(results.timings)
-    rows = []
+    note = (f"Speed-up: geometric mean of {BASELINE}'s median time over the implementation's, "
+            "across the workloads and metrics timed, with its 95% interval; an interval "
+            "containing 1 is within noise, not a speed-up. Fastest first.")
     for run in every_run:
         impls = list(dict.fromkeys(
             [s.target for s in results.sources if s.format == "conformance"
              and runs.run_of(s) == run]
             + [t.impl for t in results.timings if runs.run_of(t.source) == run]))
+        rows = []
         for impl in impls:
             conformance = _conformance_summary(results, impl, run)
             speed, notes, order = _speed_summary(results, impl, run, table)
             if conformance.startswith("DOES NOT") and speed and impl != BASELINE:
                 notes.insert(0, "fails the conformance suite")
-            label = f"{impl} @ {run.label()}" if several else impl
-            rows.append((run, -order, [label, conformance, speed, "; ".join(notes)]))
-    rows.sort(key=lambda row: (every_run.index(row[0]), row[1]))
-    if rows:
-        blocks.append(Table("Who conforms, who is fastest",
-                            ["implementation", "conformance", f"speed-up over {BASELINE}",
-                             "notes"], [row for _, _, row in rows],
-                            f"Speed-up: geometric mean of {BASELINE}'s median time over the "
-                            "implementation's, across the workloads and metrics timed, with the "
-                            "95% interval; an interval containing 1 is within noise, not a "
-                            "speed-up. Fastest first."))
-    else:
+            rows.append((-order, [impl, conformance, speed, "; ".join(notes)]))
+        rows.sort(key=lambda row: row[0])
+        title = ("Who conforms, who is fastest" if len(every_run) == 1
+                 else f"Who conforms, who is fastest: {run.label()}")
+        blocks.append(Table(title, ["implementation", "conformance",
+                                    f"speed-up over {BASELINE} (95% CI)", "notes"],
+                            [row for _, row in rows], note, fit=True))
+        note = ""       # said once, under the first table
+    if not every_run:
         blocks.append("No results in the inputs.")
     blocks.append(_measured(results))
     return Section("Summary", blocks)
@@ -132,17 +132,16 @@ def _warnings(results: Results) -> list[Callout]:
         if source.busy:
             reasons = "; ".join(map(str, source.machine_check.get("reasons") or [])) or "busy"
             found.append(Callout("warning", f"Busy machine: {runs.run_of(source).label()} "
-                                            f"({source.path}) was busy when timed ({reasons}); "
-                                            "its timings are less reliable."))
+                                            f"when timed ({reasons}). Its timings are less "
+                                            "reliable."))
     noisy = [t for t in results.timings if t.noisy]
     if noisy:
-        found.append(Callout("warning", f"{len(noisy)} noisy timing(s), the spread large "
-                                        "against the median, so the median may move that much "
-                                        f"between runs: {_names(noisy)}."))
+        found.append(Callout("warning", f"Noisy: {_names(noisy)}. The spread is large, so "
+                                        "the median may move that much between runs."))
     wrong = [t for t in results.timings if t.conforms is False]
     if wrong:
-        found.append(Callout("warning", f"{len(wrong)} timing(s) of numbers that do not "
-                                        f"conform, counted in no speed-up: {_names(wrong)}."))
+        found.append(Callout("warning", f"Non-conforming numbers, in no speed-up: "
+                                        f"{_names(wrong)}."))
     for dup in results.duplicates:
         found.append(Callout("note", f"{dup.path} repeats {dup.same_as} ({dup.how}): "
                                      "counted once."))
@@ -166,17 +165,15 @@ def _conformance_summary(results: Results, impl: str, run: runs.Run) -> str:
     if not checks:
         return f"could not run: {errors[0]}" if errors else "no checks ran"
     counts = Counter(c.outcome for c in checks)
-    case_list = " (quick case list)" if any(s.quick for s in sources) else ""
-    cut = " (interrupted: incomplete)" if any(s.interrupted for s in sources) else ""
+    case_list = ", quick case list" if any(s.quick for s in sources) else ""
+    cut = ", interrupted: incomplete" if any(s.interrupted for s in sources) else ""
     bad = counts["failed"] + counts["error"]
     if not bad:
-        return (f"conforms{case_list}{cut}: {counts['passed']} passed" if counts["passed"]
+        return (f"conforms{case_list}{cut} ({counts['passed']} checks)" if counts["passed"]
                 else f"nothing applicable{case_list}")
     causes = len(group_failures(_as_dicts(checks)))
-    parts = [f"{counts[o]} {word}" for o, word in (("failed", "failed"), ("error", "errored"))
-             if counts[o]]
-    return (f"DOES NOT CONFORM{case_list}{cut}: {' and '.join(parts)} of {len(checks)} "
-            f"checks; {causes} cause{'s' * (causes != 1)}")
+    return (f"DOES NOT CONFORM{case_list}{cut} ({bad} of {len(checks)} checks fail, "
+            f"{causes} cause{'s' * (causes != 1)})")
 
 
 def _speed_summary(results: Results, impl: str, run: runs.Run,
@@ -215,17 +212,16 @@ def _speed_summary(results: Results, impl: str, run: runs.Run,
 
 
 def headline_text(line: analysis.Headline) -> str:
-    """'1.52x faster (95% CI 1.40-1.63) over 9 results', and its within-noise and
-    no-interval forms."""
+    """'1.52x faster (1.40–1.63), 9 results', and its within-noise and no-interval forms."""
     ratio = line.ratio
-    over = f"over {line.count} result{'s' * (line.count != 1)}"
+    over = f"{line.count} result{'s' * (line.count != 1)}"
     if ratio.ci is None:
-        return f"{ratio.value:.2f}x (no interval in the inputs) {over}"
-    interval = f"95% CI {ratio.ci[0]:.2f}–{ratio.ci[1]:.2f}"
+        return f"{ratio.value:.2f}x (no interval in the inputs), {over}"
+    interval = f"{ratio.ci[0]:.2f}–{ratio.ci[1]:.2f}"
     if ratio.within_noise:
-        return f"≈ {BASELINE} (within noise; {interval}) {over}"
+        return f"≈ {BASELINE}, within noise ({interval}), {over}"
     word = "faster" if ratio.verdict == "faster" else "slower"
-    return f"{ratio.value:.2f}x {word} ({interval}) {over}"
+    return f"{ratio.value:.2f}x {word} ({interval}), {over}"
 
 
 def ratio_text(ratio: analysis.Ratio | None) -> str:
@@ -357,7 +353,7 @@ def _as_dicts(checks: list[Check]) -> list[dict]:
 
 def _declarations(results: Results) -> list[Table]:
     conformance = [s for s in results.sources if s.format == "conformance"]
-    several = len(runs.runs(results)) > 1
+    several = len({runs.run_of(s) for s in conformance}) > 1
 
     def name(s: Source) -> str:
         return f"{s.target} @ {runs.run_of(s).label()}" if several else s.target

@@ -11,11 +11,13 @@ NARROW for a phone, panels stacked in one column at a width whose text stays rea
 from __future__ import annotations
 
 import io
+import textwrap
 from dataclasses import dataclass
 
 from matplotlib import ticker
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from rnnbench.reports import analysis
 from rnnbench.reports.content import category_title
@@ -142,7 +144,6 @@ def speedup_chart(timings: list[Timing], layout: Layout = WIDE) -> Plot | None:
                                 color=colours[name], linewidth=1, capsize=2)
                 ax.plot([r.value], [y], "o", color=colours[name], markersize=5,
                         markerfacecolor="white" if r.within_noise else colours[name])
-            ax.plot([], [], "o", color=colours[name], label=name)
         ax.axvline(1.0, color="black", linewidth=0.8)
         ax.set_xscale("log")
         values = [v for _, r in cell for v in (r.value, *(r.ci or ()))]
@@ -154,9 +155,12 @@ def speedup_chart(timings: list[Timing], layout: Layout = WIDE) -> Plot | None:
         ax.set_title(f"{metric} on {device or 'unknown device'}", fontsize=10)
         ax.set_xlabel(f"speed-up over {BASELINE} (> 1 faster; hollow: within noise)",
                       fontsize=8)
-        ax.legend(fontsize=7, loc="best")
     for ax in axes[len(panels):]:
         ax.set_visible(False)
+    # One legend for every panel, under them, so it never covers a marker.
+    handles = [Line2D([], [], marker="o", linestyle="", color=colours[n]) for n in names]
+    fig.legend(handles, names, loc="outside lower center", fontsize=7,
+               ncols=min(len(names), 3 if layout.columns > 1 else 1))
     return Plot("speedup",
                 f"Speed-up over {BASELINE} per workload with 95% intervals (> 1 is faster; "
                 "log scale; hollow markers are within noise; non-conforming results not drawn)",
@@ -213,24 +217,28 @@ def device_chart(timings: list[Timing], layout: Layout = WIDE) -> Plot | None:
     labels = [" / ".join(k[:3]) + ("" if v["cpu"][0] == v["cuda"][0]
                                    else f" ({v['cpu'][0]} vs {v['cuda'][0]})")
               for k, v in pairs.items()]
-    fig = Figure(figsize=(layout.width_in, 1.5 + 0.32 * len(pairs)), dpi=layout.dpi,
+    if layout.columns == 1:     # a phone: labels on two lines, leaving room for the bars
+        labels = [textwrap.fill(label, 24) for label in labels]
+    per_pair = 0.32 if layout.columns > 1 else 0.55
+    fig = Figure(figsize=(layout.width_in, 1.5 + per_pair * len(pairs)), dpi=layout.dpi,
                  layout="constrained")
     ax = fig.subplots()
     ys = range(len(pairs))
     for offset, family, name in ((-0.2, "cpu", "CPU"), (0.2, "cuda", "GPU (cuda)")):
         ax.barh([y + offset for y in ys], [v[family][1] for v in pairs.values()], 0.4, label=name)
     ax.set_xscale("log")
-    _log_ticks(ax.xaxis, seconds)
-    ax.set_yticks(list(ys), labels, fontsize=8)
+    _log_ticks(ax.xaxis, seconds, (1.0, 2.0, 5.0) if layout.columns > 1 else (1.0,))
+    ax.set_yticks(list(ys), labels, fontsize=8 if layout.columns > 1 else 7)
     ax.invert_yaxis()
     ax.set_xlabel("median time (log scale)")
     ax.legend(fontsize=8)
     return Plot("devices", "CPU and GPU side by side (median time, shorter is faster)", _png(fig))
 
 
-def _log_ticks(axis, text) -> None:
-    """Ticks at 1, 2 and 5 per decade labelled by `text(value)`: readable over a few decades."""
-    axis.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+def _log_ticks(axis, text, subs=(1.0, 2.0, 5.0)) -> None:
+    """Ticks at `subs` (1, 2 and 5) per decade labelled by `text(value)`: readable over a few
+    decades."""
+    axis.set_major_locator(ticker.LogLocator(base=10, subs=subs))
     axis.set_major_formatter(ticker.FuncFormatter(lambda value, _: text(value)))
     axis.set_minor_formatter(ticker.NullFormatter())
 

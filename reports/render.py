@@ -60,7 +60,8 @@ figure {{ margin: 1em 0; }} figure img {{ max-width: 100%; height: auto; border:
 figcaption {{ font-size: 13px; color: #555; }}
 @media (max-width: {NARROW_SCREEN_PX}px) {{
   body {{ padding: 0 0.6em; }} h1 {{ font-size: 1.5em; }} h2 {{ font-size: 1.25em; }}
-  td {{ max-width: 22em; }}
+  table {{ font-size: 12px; width: max-content; }} td {{ max-width: 16em; }}
+  table.fit {{ width: auto; }}
 }}
 """
 
@@ -171,7 +172,8 @@ def _html_table(table: Table) -> str:
     head = "".join(f"<th>{_h(h)}</th>" for h in table.headers)
     body = "".join("<tr>" + "".join(_html_cell(c) for c in row) + "</tr>" for row in table.rows)
     note = f'<p class="note">{_h(table.note)}</p>' if table.note else ""
-    return (f"<h3>{_h(table.title)}</h3>{note}<div class=\"scroll\"><table><thead><tr>{head}"
+    css = ' class="fit"' if table.fit else ""
+    return (f"<h3>{_h(table.title)}</h3>{note}<div class=\"scroll\"><table{css}><thead><tr>{head}"
             f"</tr></thead><tbody>{body}</tbody></table></div>")
 
 

@@ -49,7 +49,7 @@ BAD = [
     (["gru", "--input-size", "3", "--hidden-size", "4", "--proj-size", "2"], "proj_size"),
     (["lstm", "--input-size", "3", "--hidden-size", "4", "--proj-size", "4"], "proj_size"),
     (["lstm", "--input-size", "3", "--hidden-size", "4", "--nonlinearity", "relu"], "nonlinearity"),
-    (["rnn", "--input-size", "0", "--hidden-size", "4"], "input_size"),
+    (["rnn", "--input-size", "0", "--hidden-size", "4"], "--input-size"),
     (["rnn", "--input-size", "3", "--hidden-size", "4", "--nonlinearity", "gelu"], "nonlinearity"),
     (["rnn", "--input-size", "3", "--hidden-size", "4", "--dropout", "2"], "dropout"),
     (["rnn_cell", "--input-size", "3", "--hidden-size", "4", "--bidirectional"], "cells take no"),

@@ -20,8 +20,6 @@ from rnnbench.results import BASELINE, OUTCOMES
 # Size axes a scaling curve can vary, with their axis titles; the other sizes stay fixed.
 SCALING_AXES = {"steps": "sequence length", "batch": "batch size", "hidden_size": "hidden size"}
 MIN_SERIES_POINTS = 3
-# A normal distribution's two-sided 95% quantile: turns an interval's half-width into a spread.
-Z95 = 1.959964
 
 
 def outcome_counts(checks: Iterable[Check], key: Callable[[Check], tuple]) -> dict[tuple, Counter]:
@@ -94,8 +92,10 @@ class Headline:
     """One implementation's speed-up over the baseline, summed up over the results it has.
 
     `ratio` is the geometric mean over `count` results (workload x metric). Its interval
-    combines the results' own intervals on the log scale, as independent normal errors (each
-    interval's half-width / 1.96 as its spread); None unless every result has an interval.
+    combines the results' own intervals on the log scale as independent normal errors (the
+    mean of n of them): centred on the mean of the intervals' log-midpoints, half-width
+    sqrt(sum of the log half-widths squared) / n, so one result keeps its own interval. None
+    unless every result has an interval.
     `left_out` counts the timed results left out because their numbers do not conform;
     `noisy` the results flagged noisy.
     """
@@ -114,15 +114,15 @@ def headline(timings: Iterable[Timing], table: dict[tuple, float]) -> Headline:
     noisy = sum(t.noisy is True for t in timings)
     if not ratios:
         return Headline(None, 0, left_out, noisy)
-    logs = [math.log(r.value) for r in ratios]
-    centre = sum(logs) / len(logs)
+    value = math.exp(sum(math.log(r.value) for r in ratios) / len(ratios))
     ci = None
     if all(r.ci for r in ratios):
-        spread = math.sqrt(sum(((math.log(r.ci[1]) - math.log(r.ci[0])) / (2 * Z95)) ** 2
-                               for r in ratios)) / len(ratios)
-        ci = (math.exp(centre - Z95 * spread), math.exp(centre + Z95 * spread))
-    return Headline(Ratio(math.exp(centre), ci, interval_verdict(ci)), len(ratios), left_out,
-                    noisy)
+        lows, highs = ([math.log(r.ci[i]) for r in ratios] for i in (0, 1))
+        centre = sum(low + high for low, high in zip(lows, highs)) / (2 * len(ratios))
+        half = math.sqrt(sum(((high - low) / 2) ** 2
+                             for low, high in zip(lows, highs))) / len(ratios)
+        ci = (math.exp(centre - half), math.exp(centre + half))
+    return Headline(Ratio(value, ci, interval_verdict(ci)), len(ratios), left_out, noisy)
 
 
 

@@ -219,8 +219,9 @@ def render(cfg: Config, batch: int, steps: int) -> str:
                 _shapes(cfg, batch, steps), "", _flops(cfg, batch, steps), "",
                 _tolerances(cfg, steps)]
     if cfg.dropout:
-        sections += ["", f"dropout {cfg.dropout} applies between layers in training mode only; "
-                         "eval-mode forward (the reference) never drops."]
+        sections += ["", textwrap.fill(f"dropout {cfg.dropout} applies between layers in "
+                                       "training mode only; eval-mode forward (the reference) "
+                                       "never drops.", WIDTH)]
     sections += ["", "Equations and conventions: python -m pydoc rnnbench.reference.numerics"]
     return "\n".join(sections)
 

@@ -559,10 +559,11 @@ def _environments(results: Results) -> Section:
     checks = [(s, s.machine_check) for s in results.sources if s.machine_check]
     if checks:
         blocks.append(Table("Machine checks before timing",
-                            ["run", "file", "busy", "cores", "load average", "steal",
-                             "GEMM peak (median, IQR)", "reasons"],
+                            ["run", "file", "busy", "cores", "load average", "others' CPU",
+                             "steal", "GEMM peak (median, IQR)", "reasons"],
                             [[runs.run_of(s).label(), s.path, "yes" if c.get("busy") else "no",
                               _plain(c.get("cores")), _plain_list(c.get("load_avg")),
+                              _percent(c.get("others_fraction")),
                               _percent(c.get("steal_fraction")), _peak(c),
                               "; ".join(map(str, c.get("reasons") or []))]
                              for s, c in checks]))

@@ -166,7 +166,7 @@ def test_machine_checks_are_listed(report):
     rows = table(report["html"], "Machine checks before timing")
     busy = row(rows, CPU_NEW)
     assert busy[2] == "yes" and busy[-1] == "other processes used 45% of 2 cores"
-    assert busy[6] == "95 GFLOP/s (IQR 1.25)"
+    assert busy[7] == "95 GFLOP/s (IQR 1.25)"
     assert row(rows, GPU_NEW)[2] == "no"
 
 
@@ -309,3 +309,26 @@ def test_every_plot_has_a_phone_layout_and_every_table_its_own_scroll_box(report
     assert page.count("<table") == page.count('<div class="scroll"><table')
     assert '<meta name="viewport" content="width=device-width, initial-scale=1">' in page
     assert "overflow-x: auto" in page and "figure img { max-width: 100%" in page
+
+
+@pytest.mark.parametrize("extra", [
+    {"vs_native_ci": [1.2]}, {"vs_native_ci": [-1, 2]}, {"vs_native_ci": [2.0, 1.0]},
+    {"vs_native_ci": ["a", "b"]}, {"vs_native_verdict": "much faster"}, {"noisy": "yes"},
+])
+def test_malformed_judgements_are_not_believed(tmp_path, extra):
+    from rnnbench.reports.load import load_file
+
+    doc = bench2([result("native", 1e-3), result("fused", 0.5e-3, **extra)])
+    fused = load_file(write(tmp_path / "b.json", doc)).timings[1]
+    assert (fused.ratio_ci, fused.ratio_verdict, fused.noisy) == (None, None, None)
+
+
+def test_a_malformed_declaration_is_unplaced_not_dropped(tmp_path):
+    from rnnbench.reports.load import load_file
+
+    doc = json.loads((FIXTURES / "cpu-box-new" / "conformance-fused.json").read_text())
+    doc["param_map"] = ["w_ih", "weight_ih_l0"]
+    results = load_file(write(tmp_path / "c.json", doc))
+    assert [(u.where, u.reason) for u in results.unplaced] == [
+        ("param_map", "'param_map' is not an object")]
+    assert results.sources[0].param_map == {} and len(results.checks) == 8

@@ -268,21 +268,22 @@ def _bench_rows(run: runs.Run, sources: list[Source], results: Results) -> list[
         threads = _joined([*(int(t.numbers["threads"]) for t in timed if "threads" in t.numbers)]
                           or [source.settings.get("threads"), source.environment.get("threads")])
         budget = source.settings.get("budget_s")
-        if isinstance(budget, list):
-            budget = f"{seconds(budget[0])}–{seconds(budget[-1])}"
-        elif budget is not None:
-            budget = seconds(budget)
         check = source.machine_check
         machine = ""
         if check:
             machine = "; busy" if check.get("busy") else "; machine quiet"
         rows.append([run.label(), f"{len(timings)} timing(s), {source.format}{machine}",
-                     str(source.settings.get("preset") or "not recorded"), budget or "",
+                     str(source.settings.get("preset") or "not recorded"),
+                     seconds(budget) if _is_number(budget) else "not recorded",
                      (f"{repeats[0]}–{repeats[-1]}" if len(repeats) > 1 else
                       str(repeats[0]) if repeats else ""), threads,
                      _joined(t.device for t in timings), run.commit or "unknown",
                      run.version or "unknown"])
     return rows
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _joined(values) -> str:

@@ -174,7 +174,7 @@ def _load_bench(path: Path, data: dict) -> Results:
     # The document lists its workloads (name, config, batch, steps): sizes for scaling curves.
     workloads = {w.get("name"): w for w in data.get("workloads") or [] if isinstance(w, dict)}
     source = Source(str(path), "bench", _hostname(environment), environment,
-                    settings=_bench_settings(data, list(workloads.values())),
+                    settings=_bench_settings(data),
                     machine_check=_dict_or_empty(data.get("machine_check")))
     results = Results(sources=[source])
     for i, item in enumerate(_list_field(data, "results")):
@@ -187,15 +187,11 @@ def _load_bench(path: Path, data: dict) -> Results:
     return results
 
 
-def _bench_settings(data: dict, workloads: list[dict]) -> dict:
-    """How a bench run measured: what the document says, else what its workloads say."""
-    settings = {name: data[name] for name in ("preset", "budget_s", "device", "threads")
-                if data.get(name) is not None}
-    for name in ("budget_s", "min_repeats"):
-        values = sorted({w[name] for w in workloads if _is_number(w.get(name))})
-        if values and name not in settings:
-            settings[name] = values if len(values) > 1 else values[0]
-    return settings
+def _bench_settings(data: dict) -> dict:
+    """How a bench run measured, as far as the document records it (a preset or budget it does
+    not name is not guessed from its workloads: the command line may have overridden them)."""
+    return {name: data[name] for name in ("preset", "budget_s", "device", "threads")
+            if data.get(name) is not None}
 
 
 def _timing(source: Source, labels: dict, values: dict, *, numbers: dict | None = None) -> Timing:

@@ -62,6 +62,7 @@ figcaption {{ font-size: 13px; color: #555; }}
   body {{ padding: 0 0.6em; }} h1 {{ font-size: 1.5em; }} h2 {{ font-size: 1.25em; }}
   table {{ font-size: 12px; width: max-content; }} td {{ max-width: 16em; }}
   table.fit {{ width: auto; }}
+  p.callout {{ font-size: 0.9em; padding: 0.35em 0.6em; }}
 }}
 """
 

@@ -126,6 +126,8 @@ def test_what_was_measured_and_how(report):
     assert bench[2:] == ["quick", "150 ms", "5", "2", "cpu", NEW, "0.1.0"]
     conformance = row(rows, CPU_OLD, "conformance of 2 implementation(s)")
     assert conformance[2] == "quick: eager; full: native, seed 0" and conformance[7] == OLD
+    # an old file names no preset or budget: not guessed from its workloads' defaults
+    assert row(rows, "old-box")[2:4] == ["not recorded", "not recorded"]
     assert row(rows, "old-box")[-2:] == ["unknown", "0.0.9"]
 
 

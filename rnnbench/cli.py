@@ -97,10 +97,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """Parse, blaming an unknown argument on the command it was given to."""
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        command = next(a for a in parser._actions if a.dest == "command").choices[args.command]
+        command.error(f"unrecognized arguments: {' '.join(extras)}")
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = _parse(parser, argv)
     except SystemExit as exc:           # --help, --version, or a one-line argument error
         return exc.code if isinstance(exc.code, int) else 2
     module = importlib.import_module(f"rnnbench.commands.{args.command}")

@@ -101,11 +101,11 @@ def checks(args) -> list[dict]:
         row = rows.setdefault((check.name, check.category), {
             "check": check.name, "category": check.category,
             "category_title": category_title(check.category), "cases": {}})
-        for kind in KINDS:
+        for kind in KINDS if args.kind is None else (args.kind,):
             full, quick = len(check.cases(kind)), len(check.cases(kind, quick=True))
             if full:
                 row["cases"][kind] = {"full": full, "quick": quick}
-    return [row for row in rows.values() if args.kind is None or args.kind in row["cases"]]
+    return [row for row in rows.values() if row["cases"]]
 
 
 # --- the lists as tables -------------------------------------------------------------------------

@@ -70,7 +70,9 @@ def test_every_help_fits_100_columns(capsys, command):
 BAD = [
     ([], "the following arguments are required: COMMAND"),
     (["nope"], "invalid choice: 'nope'"),
-    (["list", "--bogus"], "unrecognized arguments: --bogus"),
+    (["list", "--bogus"], "rnnbench list: error: unrecognized arguments: --bogus"),
+    (["spec", "rnn", "--input-size", "3", "--hidden-size", "4", "extra"],
+     "rnnbench spec: error: unrecognized arguments: extra"),
     (["list", "bogus"], "argument WHAT: invalid choice: 'bogus'"),
     (["list", "workloads", "--preset", "nope"], "unknown preset 'nope'"),
     (["list", "checks", "--kind", "transformer"], "--kind 'transformer': not a kind"),

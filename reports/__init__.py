@@ -11,8 +11,9 @@ import importlib
 _EXPORTS = {
     "compare": ("Change", "compare_runs", "format_changes", "gating", "parse_threshold"),
     "load": ("detect_format", "load_file", "load_inputs"),
-    "model": ("Check", "Results", "Source", "Timing", "Unplaced"),
+    "model": ("Check", "Duplicate", "Results", "Source", "Timing", "Unplaced"),
     "render": ("render_report",),
+    "runs": ("Run", "side_by_side"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_MODULE_OF)

@@ -1,9 +1,15 @@
 """What the tables and figures share: outcome counts, speed-ups over the baseline, series.
 
 Pure functions of the normalised `Results`; nothing here formats or draws.
+
+A speed-up is the baseline's median time over the implementation's in the same run. A result
+whose numbers do not conform (bench's `conforms: false`), or whose baseline's do not, has no
+speed-up: fast wrong answers are not a result. Where the input carries the speed-up's 95%
+interval, an interval that contains 1.0 makes the ratio "within noise", never a speed-up.
 """
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -36,8 +42,9 @@ def comparison_group(t: Timing) -> tuple:
 
 
 def speedups(timings: Iterable[Timing]) -> dict[tuple, float]:
-    """(comparison group, impl) -> baseline median / impl median (> 1 means faster)."""
-    timings = [t for t in timings if t.status == "ok" and t.median_s]
+    """(comparison group, impl) -> baseline median / impl median (> 1 means faster), for the
+    timed results that conform, in groups whose baseline conforms."""
+    timings = [t for t in timings if t.status == "ok" and t.median_s and t.conforms is not False]
     baseline = {comparison_group(t): t.median_s for t in timings if t.impl == BASELINE}
     return {(comparison_group(t), t.impl): baseline[comparison_group(t)] / t.median_s
             for t in timings if comparison_group(t) in baseline}
@@ -45,6 +52,78 @@ def speedups(timings: Iterable[Timing]) -> dict[tuple, float]:
 
 def speedup_of(table: dict[tuple, float], t: Timing) -> float | None:
     return table.get((comparison_group(t), t.impl))
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """A speed-up over the baseline with what is known of its certainty.
+
+    `ci` is the 95% interval where the input has one; `verdict` is "faster", "slower",
+    "within_noise" (the interval contains 1.0) or None (no interval: no claim either way).
+    """
+
+    value: float
+    ci: tuple[float, float] | None = None
+    verdict: str | None = None
+
+    @property
+    def within_noise(self) -> bool:
+        return self.verdict == "within_noise"
+
+
+def interval_verdict(ci: tuple[float, float] | None) -> str | None:
+    """The verdict an interval of baseline / implementation gives."""
+    if ci is None:
+        return None
+    return "faster" if ci[0] > 1.0 else "slower" if ci[1] < 1.0 else "within_noise"
+
+
+def ratio_of(table: dict[tuple, float], t: Timing) -> Ratio | None:
+    """The speed-up of `t` with its interval and verdict (the input's verdict where it gives
+    one); None where `t` has no speed-up."""
+    value = speedup_of(table, t)
+    if value is None:
+        return None
+    return Ratio(value, t.ratio_ci, t.ratio_verdict or interval_verdict(t.ratio_ci))
+
+
+@dataclass(frozen=True)
+class Headline:
+    """One implementation's speed-up over the baseline, summed up over the results it has.
+
+    `ratio` is the geometric mean over `count` results (workload x metric). Its interval
+    combines the results' own intervals on the log scale as independent normal errors (the
+    mean of n of them): centred on the mean of the intervals' log-midpoints, half-width
+    sqrt(sum of the log half-widths squared) / n, so one result keeps its own interval. None
+    unless every result has an interval.
+    `left_out` counts the timed results left out because their numbers do not conform;
+    `noisy` the results flagged noisy.
+    """
+
+    ratio: Ratio | None
+    count: int
+    left_out: int
+    noisy: int
+
+
+def headline(timings: Iterable[Timing], table: dict[tuple, float]) -> Headline:
+    """The Headline of the timings of one implementation (one machine and device)."""
+    timings = [t for t in timings if t.status == "ok" and t.median_s]
+    ratios = [r for r in (ratio_of(table, t) for t in timings) if r is not None]
+    left_out = sum(t.conforms is False for t in timings)
+    noisy = sum(t.noisy is True for t in timings)
+    if not ratios:
+        return Headline(None, 0, left_out, noisy)
+    value = math.exp(sum(math.log(r.value) for r in ratios) / len(ratios))
+    ci = None
+    if all(r.ci for r in ratios):
+        lows, highs = ([math.log(r.ci[i]) for r in ratios] for i in (0, 1))
+        centre = sum(low + high for low, high in zip(lows, highs)) / (2 * len(ratios))
+        half = math.sqrt(sum(((high - low) / 2) ** 2
+                             for low, high in zip(lows, highs))) / len(ratios)
+        ci = (math.exp(centre - half), math.exp(centre + half))
+    return Headline(Ratio(value, ci, interval_verdict(ci)), len(ratios), left_out, noisy)
+
 
 
 @dataclass(frozen=True)

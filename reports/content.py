@@ -1,24 +1,34 @@
-"""The report's content as plain data: sections of paragraphs, tables and plot references.
+"""The report's content as plain data: sections of paragraphs, callouts, tables and plots.
 
 Both renderers (Markdown and HTML) walk the same sections, so the two files say the same thing.
 Every string here is raw text, possibly from an input file; escaping is the renderers' job.
+
+The first section answers "who conforms, who is fastest, how sure are we" on one screen: the
+warnings (busy machine, noisy timings, non-conforming numbers, repeated inputs), one row per
+implementation with its verdict and its headline speed-up with the interval, and what was
+measured how. The detail follows.
 """
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
 
-from rnnbench.reports import analysis
-from rnnbench.reports.model import SIZE_FIELDS, Check, Results, Timing
+from rnnbench.findings import group_failures
+from rnnbench.reports import analysis, runs
+from rnnbench.reports.model import SIZE_FIELDS, Check, Results, Source, Timing
 from rnnbench.reports.units import binary_bytes, seconds
 from rnnbench.results import BASELINE, OUTCOMES
 
 _OUTCOME_TITLES = {"passed": "passed", "failed": "failed", "not_supported": "not supported",
                    "error": "error"}
 _COUNTS_NOTE = "Cells: passed / failed / not supported / error."
+# Check categories as the report shows them; the ids stay as the results JSON has them. The
+# category "errors" (wrong inputs must raise) would read as the outcome "error".
+CATEGORY_TITLES = {"errors": "error inputs"}
 # Environment entries that are measurements, not settings: files differing only in these share
 # an environment column (which shows them all).
 _MEASURED = ("peak_gflops",)
+NAMED = 5        # how many results a warning names before it says "and N more"
 
 
 @dataclass(frozen=True)
@@ -29,6 +39,7 @@ class Table:
     headers: list[str]
     rows: list[list[str]]
     note: str = ""
+    fit: bool = False    # on a narrow screen wrap the cells to fit, rather than scroll
 
 
 @dataclass(frozen=True)
@@ -38,41 +49,478 @@ class PlotRef:
     name: str
 
 
+@dataclass(frozen=True)
+class Callout:
+    """A sentence the reader must not miss: "warning" (results less reliable) or "note"."""
+
+    level: str
+    text: str
+
+
 @dataclass
 class Section:
     title: str
-    blocks: list = field(default_factory=list)    # str paragraphs, Table, PlotRef
+    blocks: list = field(default_factory=list)    # str paragraphs, Callout, Table, PlotRef
 
 
 def build_sections(results: Results) -> list[Section]:
-    """The whole report: inputs, environments, conformance, performance, unplaced results."""
-    return [_inputs(results), _environments(results), _conformance(results),
-            _performance(results), _unplaced(results)]
+    """The whole report: the summary first, then conformance, performance, the comparison
+    across runs (when there are several), the inputs, environments and unplaced results."""
+    sections = [_summary(results), _conformance(results), _performance(results)]
+    across = _across_runs(results)
+    if across:
+        sections.append(across)
+    return sections + [_inputs(results), _environments(results), _unplaced(results)]
+
+
+def category_title(category: str) -> str:
+    return CATEGORY_TITLES.get(category, category)
 
 
 def check_row_label(results: Results):
-    """How a conformance row is named: impl, plus device and machine where they vary."""
+    """How a conformance row is named: impl, plus device and run where they vary."""
     devices = {c.device for c in results.checks}
-    machines = {c.source.machine for c in results.checks}
+    several_runs = len({runs.run_of(c.source) for c in results.checks}) > 1
 
     def label(check: Check) -> str:
         text = check.impl
         if len(devices) > 1 and check.device:
             text += f" ({check.device})"
-        if len(machines) > 1:
-            text += f" @ {check.source.machine}"
+        if several_runs:
+            text += f" @ {runs.run_of(check.source).label()}"
         return text
     return label
 
 
-# --- sections ----------------------------------------------------------------------------------
+# --- the summary -------------------------------------------------------------------------------
+
+def _summary(results: Results) -> Section:
+    blocks: list = _warnings(results)
+    every_run = runs.runs(results)
+    table = analysis.speedups(results.timings)
+    note = (f"Speed-up: geometric mean of {BASELINE}'s median time over the implementation's, "
+            "across the workloads and metrics timed, with its 95% interval; an interval "
+            "containing 1 is within noise, not a speed-up. Fastest first.")
+    for run in every_run:
+        impls = list(dict.fromkeys(
+            [s.target for s in results.sources if s.format == "conformance"
+             and runs.run_of(s) == run]
+            + [t.impl for t in results.timings if runs.run_of(t.source) == run]))
+        rows = []
+        for impl in impls:
+            conformance = _conformance_summary(results, impl, run)
+            speed, notes, order = _speed_summary(results, impl, run, table)
+            if conformance.startswith("DOES NOT") and speed and impl != BASELINE:
+                notes.insert(0, "fails the conformance suite")
+            rows.append((-order, [impl, conformance, speed, "; ".join(notes)]))
+        rows.sort(key=lambda row: row[0])
+        title = ("Who conforms, who is fastest" if len(every_run) == 1
+                 else f"Who conforms, who is fastest: {run.label()}")
+        blocks.append(Table(title, ["implementation", "conformance",
+                                    f"speed-up over {BASELINE} (95% CI)", "notes"],
+                            [row for _, row in rows], note, fit=True))
+        note = ""       # said once, under the first table
+    if not every_run:
+        blocks.append("No results in the inputs.")
+    blocks.append(_measured(results))
+    return Section("Summary", blocks)
+
+
+def _warnings(results: Results) -> list[Callout]:
+    found = []
+    for source in results.sources:
+        if source.busy:
+            reasons = "; ".join(map(str, source.machine_check.get("reasons") or [])) or "busy"
+            found.append(Callout("warning", f"Busy machine: {runs.run_of(source).label()} "
+                                            f"when timed ({reasons}). Its timings are less "
+                                            "reliable."))
+    noisy = [t for t in results.timings if t.noisy]
+    if noisy:
+        found.append(Callout("warning", f"Noisy: {_names(noisy)}. The spread is large, so "
+                                        "the median may move that much between runs."))
+    wrong = [t for t in results.timings if t.conforms is False]
+    if wrong:
+        found.append(Callout("warning", f"Non-conforming numbers, in no speed-up: "
+                                        f"{_names(wrong)}."))
+    for dup in results.duplicates:
+        found.append(Callout("note", f"{dup.path} repeats {dup.same_as} ({dup.how}): "
+                                     "counted once."))
+    return found
+
+
+def _names(timings: list[Timing]) -> str:
+    names = [" ".join(p for p in (t.impl, t.workload, t.metric, t.device) if p)
+             for t in timings[:NAMED]]
+    more = len(timings) - NAMED
+    return ", ".join(names) + (f" and {more} more" if more > 0 else "")
+
+
+def _conformance_summary(results: Results, impl: str, run: runs.Run) -> str:
+    sources = [s for s in results.sources if s.format == "conformance" and s.target == impl
+               and runs.run_of(s) == run]
+    if not sources:
+        return "not checked"
+    checks = [c for c in results.checks if c.source in sources]
+    errors = [s.error for s in sources if s.error]
+    if not checks:
+        return f"could not run: {errors[0]}" if errors else "no checks ran"
+    counts = Counter(c.outcome for c in checks)
+    case_list = ", quick case list" if any(s.quick for s in sources) else ""
+    cut = ", interrupted: incomplete" if any(s.interrupted for s in sources) else ""
+    bad = counts["failed"] + counts["error"]
+    if not bad:
+        return (f"conforms{case_list}{cut} ({counts['passed']} checks)" if counts["passed"]
+                else f"nothing applicable{case_list}")
+    causes = len(group_failures(_as_dicts(checks)))
+    return (f"DOES NOT CONFORM{case_list}{cut} ({bad} of {len(checks)} checks fail, "
+            f"{causes} cause{'s' * (causes != 1)})")
+
+
+def _speed_summary(results: Results, impl: str, run: runs.Run,
+                   table: dict) -> tuple[str, list[str], float]:
+    """The speed-up cell, the notes, and the value that orders the rows (fastest first)."""
+    mine = [t for t in results.timings if t.impl == impl and runs.run_of(t.source) == run]
+    if not mine:
+        return "", [], -1.0
+    devices = list(dict.fromkeys(t.device for t in mine))
+    cells, notes, order = [], [], -1.0
+    for device in devices:
+        here = [t for t in mine if t.device == device]
+        prefix = f"{device}: " if len(devices) > 1 else ""
+        line = analysis.headline(here, table)
+        if impl == BASELINE:
+            cells.append(f"{prefix}baseline")
+            order = max(order, 1.0)
+        elif line.ratio is not None:
+            cells.append(prefix + headline_text(line))
+            order = max(order, line.ratio.value)
+        elif line.left_out:
+            cells.append(f"{prefix}not counted: numbers do not conform")
+        else:
+            statuses = Counter(t.status for t in here if t.status != "ok")
+            cells.append(prefix + ("not timed: " + ", ".join(
+                f"{n} {s.replace('_', ' ')}" for s, n in statuses.items()) if statuses
+                else f"no {BASELINE} timing to compare with"))
+        if line.noisy:
+            notes.append(f"{prefix}{line.noisy} of {len(here)} timings noisy")
+        if line.left_out and line.ratio is not None:
+            notes.append(f"{prefix}{line.left_out} timing(s) left out: numbers do not conform")
+        failed = sum(t.status == "failed" for t in here)
+        if failed:
+            notes.append(f"{prefix}{failed} failed")
+    return "; ".join(cells), notes, order
+
+
+def headline_text(line: analysis.Headline) -> str:
+    """'1.52x faster (1.40–1.63), 9 results', and its within-noise and no-interval forms."""
+    ratio = line.ratio
+    over = f"{line.count} result{'s' * (line.count != 1)}"
+    if ratio.ci is None:
+        return f"{ratio.value:.2f}x (no interval in the inputs), {over}"
+    interval = f"{ratio.ci[0]:.2f}–{ratio.ci[1]:.2f}"
+    if ratio.within_noise:
+        return f"≈ {BASELINE}, within noise ({interval}), {over}"
+    word = "faster" if ratio.verdict == "faster" else "slower"
+    return f"{ratio.value:.2f}x {word} ({interval}), {over}"
+
+
+def ratio_text(ratio: analysis.Ratio | None) -> str:
+    """A speed-up in a table cell: '0.50x (0.45–0.55)', '≈ native, within noise (...)'."""
+    if ratio is None:
+        return ""
+    interval = f" ({ratio.ci[0]:.2f}–{ratio.ci[1]:.2f})" if ratio.ci else ""
+    if ratio.within_noise:
+        return f"≈ {BASELINE}, within noise{interval}"
+    return f"{ratio.value:.2f}x{interval}"
+
+
+def _measured(results: Results) -> Table:
+    """What was measured and how, one row per run and kind of measurement."""
+    rows = []
+    for run in runs.runs(results):
+        sources = [s for s in results.sources if runs.run_of(s) == run]
+        rows += _bench_rows(run, [s for s in sources if s.format != "conformance"], results)
+        conformance = [s for s in sources if s.format == "conformance"]
+        if conformance:
+            quick = [s.target for s in conformance if s.quick]
+            full = [s.target for s in conformance if not s.quick]
+            case_list = ("quick case list" if not full else "full case list" if not quick
+                         else f"quick: {', '.join(quick)}; full: {', '.join(full)}")
+            seeds = sorted({str(s.settings["seed"]) for s in conformance if "seed" in s.settings})
+            devices = _joined(s.settings.get("device") for s in conformance)
+            rows.append([run.label(), f"conformance of {len(conformance)} implementation(s)",
+                         case_list + (f", seed {', '.join(seeds)}" if seeds else ""), "", "",
+                         _joined(s.environment.get("threads") for s in conformance), devices,
+                         run.commit or "unknown", run.version or "unknown"])
+    return Table("What was measured, and how",
+                 ["run", "measured", "preset / case list", "budget", "repeats", "threads",
+                  "device", "commit", "rnnbench"], rows,
+                 "Budget: timing time per implementation, workload and metric; repeats: "
+                 "samples per median (fewest–most); threads: as timed.")
+
+
+def _bench_rows(run: runs.Run, sources: list[Source], results: Results) -> list[list[str]]:
+    rows = []
+    for source in sources:
+        timings = [t for t in results.timings if t.source == source]
+        timed = [t for t in timings if t.status == "ok"]
+        repeats = sorted({int(t.numbers["repeats"]) for t in timed if "repeats" in t.numbers})
+        threads = _joined([*(int(t.numbers["threads"]) for t in timed if "threads" in t.numbers)]
+                          or [source.settings.get("threads"), source.environment.get("threads")])
+        budget = source.settings.get("budget_s")
+        check = source.machine_check
+        machine = ""
+        if check:
+            machine = "; busy" if check.get("busy") else "; machine quiet"
+        rows.append([run.label(), f"{len(timings)} timing(s), {source.format}{machine}",
+                     str(source.settings.get("preset") or "not recorded"),
+                     seconds(budget) if _is_number(budget) else "not recorded",
+                     (f"{repeats[0]}–{repeats[-1]}" if len(repeats) > 1 else
+                      str(repeats[0]) if repeats else ""), threads,
+                     _joined(t.device for t in timings), run.commit or "unknown",
+                     run.version or "unknown"])
+    return rows
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _joined(values) -> str:
+    return ", ".join(str(v) for v in dict.fromkeys(v for v in values if v not in (None, "")))
+
+
+# --- conformance -------------------------------------------------------------------------------
+
+def _conformance(results: Results) -> Section:
+    checks = results.checks
+    if not any(s.format == "conformance" for s in results.sources):
+        return Section("Conformance", ["No conformance results in the inputs."])
+    label = check_row_label(results)
+    by_impl = analysis.outcome_counts(checks, lambda c: (label(c),))
+    flags = {}
+    for c in checks:
+        flags.setdefault(label(c), set()).update(
+            {"quick"} if c.source.quick else set(), {"cut"} if c.source.interrupted else set())
+    verdicts = [[name, *(str(n[o]) for o in OUTCOMES), _verdict(n, flags[name])]
+                for (name,), n in by_impl.items()]
+    # A conformance file with no results still names its implementation: say so, never omit it.
+    checked = {c.source.path for c in checks}
+    verdicts += [[s.target, *("0" for _ in OUTCOMES),
+                  f"could not run: {s.error}" if s.error else "no checks ran"]
+                 for s in results.sources if s.format == "conformance" and s.path not in checked]
+    blocks = [Table("Verdict per implementation", ["implementation",
+                    *(_OUTCOME_TITLES[o] for o in OUTCOMES), "verdict"], verdicts,
+                    "Quick case list: the suite's smaller list of cases, for a fast answer; "
+                    "a full run checks more."), PlotRef("conformance")]
+    if checks:
+        blocks += [_matrix("By kind", checks, label, lambda c: c.kind),
+                   _matrix("By check category", checks, label,
+                           lambda c: category_title(c.category))]
+    blocks += _failures(checks, label) or ["Every applicable check passed."]
+    blocks += _declarations(results)
+    return Section("Conformance", blocks)
+
+
+def _failures(checks: list[Check], label) -> list:
+    """Failed and errored checks grouped by root cause per implementation: count, example."""
+    rows = []
+    total = 0
+    for name in dict.fromkeys(label(c) for c in checks):
+        mine = [c for c in checks if label(c) == name]
+        for group in group_failures(_as_dicts(mine)):
+            example = group.example
+            outcomes = Counter(r["outcome"] for r in group.results)
+            cause = group.sentence + (f" ({group.diagnosis})" if group.diagnosis else "")
+            rows.append([name, cause, str(group.count),
+                         ", ".join(f"{n} {o}" for o, n in outcomes.items()),
+                         ", ".join(group.kinds),
+                         f"{example['kind']} {example['check']}: {example['message']}"
+                         + (f" [{_numbers(example['numbers'])}]" if example["numbers"] else "")])
+            total += group.count
+    if not rows:
+        return []
+    return [Table("Failures by cause", ["implementation", "cause", "checks", "outcomes", "kinds",
+                                        "example"], rows,
+                  f"{total} failing check(s) in {len(rows)} cause(s), most fundamental first "
+                  "per implementation; a later cause is often a consequence of an earlier one. "
+                  "Every check is in the input JSON.")]
+
+
+def _as_dicts(checks: list[Check]) -> list[dict]:
+    return [{"check": c.check, "kind": c.kind, "outcome": c.outcome, "message": c.message,
+             "diagnosis": c.diagnosis, "numbers": c.numbers} for c in checks]
+
+
+def _declarations(results: Results) -> list[Table]:
+    conformance = [s for s in results.sources if s.format == "conformance"]
+    several = len({runs.run_of(s) for s in conformance}) > 1
+
+    def name(s: Source) -> str:
+        return f"{s.target} @ {runs.run_of(s).label()}" if several else s.target
+
+    blocks = []
+    unsupported = [[name(s), feature, reason] for s in conformance
+                   for feature, reason in s.not_supported_features.items()]
+    if unsupported:
+        blocks.append(Table("Declared not supported", ["implementation", "feature", "reason"],
+                            unsupported, "Checks needing these features are reported as not "
+                                         "supported, never as failed."))
+    mapped = [[name(s), key, spec] for s in conformance for key, spec in s.param_map.items()]
+    if mapped:
+        blocks.append(Table("Parameter names assumed", ["implementation", "module's name",
+                                                         "spec's name"], mapped,
+                            "The implementation's parameters were read under these names."))
+    return blocks
+
+
+# --- performance -------------------------------------------------------------------------------
+
+def _performance(results: Results) -> Section:
+    timings = results.timings
+    if not timings:
+        return Section("Performance", ["No benchmark results in the inputs."])
+    speedups = analysis.speedups(timings)
+    # Where columns would repeat one value on every row they are left out.
+    varying = {"run": len({runs.run_of(t.source) for t in timings}) > 1,
+               "from": len({t.source.format for t in timings}) > 1}
+    blocks: list = [f"Speed-up is {BASELINE}'s median time divided by the implementation's in "
+                    "the same run (> 1 is faster), with its 95% interval where the input has "
+                    "one; an interval containing 1 is within noise. Numbers that do not "
+                    "conform get no speed-up. IQR is the spread of the repeats; % of peak is "
+                    "against the machine's measured GEMM peak. Memory: rnnbench bench "
+                    "measures the peak allocated during one call, asv the peak memory of the "
+                    "whole benchmark process.",
+                    PlotRef("speedup"), PlotRef("devices"), PlotRef("scaling")]
+    headers = (["implementation"] + [name for name, shown in varying.items() if shown]
+               + ["device", "dtype", "metric", "median", "IQR", f"vs {BASELINE}",
+                  "GFLOP/s", "% of peak", "first call", "memory", "threads", "notes", "status"])
+    for workload in dict.fromkeys(t.workload for t in timings):
+        rows = [t for t in timings if t.workload == workload]
+        rows.sort(key=lambda t: (t.source.machine, t.source.commit, t.source.format, t.device,
+                                 t.dtype, t.metric, t.impl != BASELINE, t.impl))
+        blocks.append(Table(f"Workload {workload}", headers,
+                            [_timing_row(t, speedups, varying) for t in rows],
+                            _workload_note(rows)))
+    return Section("Performance", blocks)
+
+
+def _timing_row(t: Timing, speedups: dict, varying: dict[str, bool]) -> list[str]:
+    n = t.numbers
+    if t.impl == BASELINE and analysis.speedup_of(speedups, t) is not None:
+        vs = "baseline"
+    elif t.conforms is False:
+        vs = "not counted: does not conform"
+    else:
+        vs = ratio_text(analysis.ratio_of(speedups, t))
+    status = t.status if not t.reason else f"{t.status}: {t.reason}"
+    optional = {"run": runs.run_of(t.source).label(), "from": t.source.format}
+    threads = n.get("threads")
+    return ([t.impl] + [optional[name] for name, shown in varying.items() if shown]
+            + [t.device, t.dtype, t.metric, seconds(n.get("median_s")), seconds(n.get("iqr_s")),
+               vs, _fixed(n.get("gflops"), "{:.3g}"), _percent(n.get("peak_fraction")),
+               seconds(n.get("first_call_s")), binary_bytes(n.get("peak_mem_bytes")),
+               "" if threads is None else f"{threads:g}", _timing_notes(t), status])
+
+
+def _timing_notes(t: Timing) -> str:
+    notes = []
+    if t.noisy:
+        spread = (f" (IQR {t.iqr_s / t.median_s:.0%} of the median)"
+                  if t.iqr_s is not None and t.median_s else "")
+        notes.append("noisy" + spread)
+    if t.conforms is False:
+        notes.append("NON-CONFORMING" + (f": {t.conformance_note}" if t.conformance_note else ""))
+    elif t.conforms is None and t.conformance_note and t.status == "ok":
+        notes.append(t.conformance_note)
+    return "; ".join(notes)
+
+
+def _workload_note(rows: list[Timing]) -> str:
+    kinds = sorted({t.kind for t in rows if t.kind})
+    sizes = {k: sorted({t.sizes[k] for t in rows if k in t.sizes}) for k in SIZE_FIELDS}
+    parts = ([f"kind {', '.join(kinds)}"] if kinds else []) + [
+        f"{k} {', '.join(f'{v:g}' for v in vs)}" for k, vs in sizes.items() if vs]
+    return "; ".join(parts)
+
+
+# --- across runs -------------------------------------------------------------------------------
+
+def _across_runs(results: Results) -> Section | None:
+    comparisons, left_out = runs.side_by_side(results)
+    if not comparisons and not left_out:
+        return None
+    blocks: list = ["Runs side by side: one column per machine and commit. Only like is "
+                    "compared with like: the same implementation, kind, workload, device, "
+                    "dtype and metric, measured by the same rnnbench version; conformance on "
+                    "the same case list. What was left out is listed below with the reason."]
+    speedups = analysis.speedups(results.timings)
+    for comparison in comparisons:
+        version = comparison.version or "(version unknown)"
+        if comparison.verdicts:
+            columns = _columns(comparison.runs, comparison.verdicts)
+            rows = [[" ".join(p for p in (impl, device, "(quick)" if quick else "") if p)]
+                    + [_run_verdict(results, row.get(run, [])) for run in columns]
+                    for (impl, device, quick), row in comparison.verdicts.items()]
+            blocks.append(Table(f"Conformance across runs (rnnbench {version})",
+                                ["implementation"] + [run.label() for run in columns], rows,
+                                "Cells: verdict, passed / applicable checks."))
+        if comparison.timings:
+            columns = _columns(comparison.runs, comparison.timings)
+            rows = [[" ".join(p for p in (impl, workload, metric) if p),
+                     " ".join(p for p in (device, dtype) if p)]
+                    + [_run_timing(row.get(run), speedups) for run in columns]
+                    for (impl, kind, workload, device, dtype, metric), row
+                    in comparison.timings.items()]
+            blocks.append(Table(f"Timings across runs (rnnbench {version})",
+                                ["implementation, workload, metric", "device"]
+                                + [run.label() for run in columns], rows,
+                                f"Cells: median time; speed-up over {BASELINE} in that run."))
+    if left_out:
+        blocks.append(Table("Left out of the comparison", ["why", "how many", "for example"],
+                            [[item.why, str(item.count), "; ".join(item.examples)]
+                             for item in left_out]))
+    return Section("Across runs", blocks)
+
+
+def _columns(members: list[runs.Run], rows: dict[tuple, dict]) -> list[runs.Run]:
+    """The runs that have a cell in any of `rows`, in the comparison's order."""
+    return [run for run in members if any(run in row for row in rows.values())]
+
+
+def _run_verdict(results: Results, sources: list[Source]) -> str:
+    if not sources:
+        return ""
+    checks = [c for c in results.checks if c.source in sources]
+    if not checks:
+        errors = [s.error for s in sources if s.error]
+        return f"could not run: {errors[0]}" if errors else "no checks ran"
+    counts = Counter(c.outcome for c in checks)
+    applicable = counts["passed"] + counts["failed"] + counts["error"]
+    return f"{_verdict(counts, set())}, {counts['passed']} / {applicable}"
+
+
+def _run_timing(t: Timing | None, speedups: dict) -> str:
+    if t is None:
+        return ""
+    if t.status != "ok" or t.median_s is None:
+        return t.status
+    if t.conforms is False:
+        return f"{seconds(t.median_s)}; does not conform"
+    ratio = analysis.ratio_of(speedups, t)
+    if t.impl == BASELINE or ratio is None:
+        return seconds(t.median_s)
+    return f"{seconds(t.median_s)}; {ratio_text(ratio)}"
+
+
+# --- inputs, environments, unplaced --------------------------------------------------------------
 
 def _inputs(results: Results) -> Section:
     per_source = Counter(c.source.path for c in results.checks)
     timings = Counter(t.source.path for t in results.timings)
     unplaced = Counter(u.source.path for u in results.unplaced)
-    rows = [[s.path, s.format, s.machine, str(per_source[s.path]), str(timings[s.path]),
-             str(unplaced[s.path])] for s in results.sources]
+    rows = [[s.path, s.format, runs.run_of(s).label(), str(per_source[s.path]),
+             str(timings[s.path]), str(unplaced[s.path])] for s in results.sources]
     # Files found in folders that were not results at all have no Source; list them too.
     known = {s.path for s in results.sources}
     rows += [[path, "not results", "", "0", "0", str(n)] for path, n in unplaced.items()
@@ -80,8 +528,12 @@ def _inputs(results: Results) -> Section:
     summary = (f"{len(results.sources)} results file(s) from {len(results.machines())} machine(s): "
                f"{len(results.checks)} conformance checks, {len(results.timings)} timings, "
                f"{len(results.unplaced)} unplaced.")
-    return Section("Inputs", [summary, Table("Files", ["file", "format", "machine", "checks",
-                                                       "timings", "unplaced"], rows)])
+    blocks: list = [summary, Table("Files", ["file", "format", "run", "checks", "timings",
+                                             "unplaced"], rows)]
+    if results.duplicates:
+        blocks.append(Table("Repeated inputs, counted once", ["file", "repeats", "how"],
+                            [[d.path, d.same_as, d.how] for d in results.duplicates]))
+    return Section("Inputs", blocks)
 
 
 def _environments(results: Results) -> Section:
@@ -104,66 +556,19 @@ def _environments(results: Results) -> Section:
         headers.append(machine if names[machine] == 1 else f"{machine} #{seen[machine]}")
     keys = list(dict.fromkeys(k for _, _, env in columns for k in env))
     rows = [[key] + [_plain(env.get(key)) for _, _, env in columns] for key in keys]
-    return Section("Environment", [Table("Environments", headers, rows)])
-
-
-def _conformance(results: Results) -> Section:
-    checks = results.checks
-    if not any(s.format == "conformance" for s in results.sources):
-        return Section("Conformance", ["No conformance results in the inputs."])
-    label = check_row_label(results)
-    by_impl = analysis.outcome_counts(checks, lambda c: (label(c),))
-    interrupted = {label(c) for c in checks if c.source.interrupted}
-    verdicts = [[name, *(str(n[o]) for o in OUTCOMES),
-                 _verdict(n) + (" (interrupted: incomplete)" if name in interrupted else "")]
-                for (name,), n in by_impl.items()]
-    # A conformance file with no results still names its implementation: say so, never omit it.
-    checked = {c.source.path for c in checks}
-    verdicts += [[s.target, *("0" for _ in OUTCOMES),
-                  f"could not run: {s.error}" if s.error else "no checks ran"]
-                 for s in results.sources if s.format == "conformance" and s.path not in checked]
-    blocks = [PlotRef("conformance"),
-              Table("Verdict per implementation", ["implementation",
-                    *(_OUTCOME_TITLES[o] for o in OUTCOMES), "verdict"], verdicts)]
+    blocks: list = [Table("Environments", headers, rows)]
+    checks = [(s, s.machine_check) for s in results.sources if s.machine_check]
     if checks:
-        blocks += [_matrix("By kind", checks, label, lambda c: c.kind),
-                   _matrix("By check category", checks, label, lambda c: c.category)]
-    failing = [c for c in checks if c.outcome in ("failed", "error")]
-    if failing:
-        blocks.append(Table("Failing checks", ["implementation", "kind", "check", "outcome",
-                                               "diagnosis", "message", "numbers"],
-                            [[label(c), c.kind, c.check, c.outcome, _diagnosis(c.diagnosis),
-                              c.message, _numbers(c.numbers)] for c in failing]))
-    else:
-        blocks.append("Every applicable check passed.")
-    return Section("Conformance", blocks)
-
-
-def _performance(results: Results) -> Section:
-    timings = results.timings
-    if not timings:
-        return Section("Performance", ["No benchmark results in the inputs."])
-    speedups = analysis.speedups(timings)
-    # Where columns would repeat one value on every row they are left out.
-    varying = {"machine": len({t.source.machine for t in timings}) > 1,
-               "from": len({t.source.format for t in timings}) > 1}
-    blocks: list = [f"Speed-up is {BASELINE}'s median time divided by the "
-                    "implementation's, in the same run (> 1 is faster). IQR is the spread of "
-                    "the repeats; % of peak is against the machine's measured GEMM peak. "
-                    "Memory: rnnbench bench measures the growth during one call, asv the peak "
-                    "memory of the whole benchmark process.",
-                    PlotRef("speedup"), PlotRef("devices"), PlotRef("scaling")]
-    headers = (["implementation"] + [name for name, shown in varying.items() if shown]
-               + ["device", "dtype", "metric", "median", "IQR", f"vs {BASELINE}",
-                  "GFLOP/s", "% of peak", "first call", "memory", "status"])
-    for workload in dict.fromkeys(t.workload for t in timings):
-        rows = [t for t in timings if t.workload == workload]
-        rows.sort(key=lambda t: (t.source.machine, t.source.format, t.device, t.dtype, t.metric,
-                                 t.impl != BASELINE, t.impl))
-        blocks.append(Table(f"Workload {workload}", headers,
-                            [_timing_row(t, speedups, varying) for t in rows],
-                            _workload_note(rows)))
-    return Section("Performance", blocks)
+        blocks.append(Table("Machine checks before timing",
+                            ["run", "file", "busy", "cores", "load average", "others' CPU",
+                             "steal", "GEMM peak (median, IQR)", "reasons"],
+                            [[runs.run_of(s).label(), s.path, "yes" if c.get("busy") else "no",
+                              _plain(c.get("cores")), _plain_list(c.get("load_avg")),
+                              _percent(c.get("others_fraction")),
+                              _percent(c.get("steal_fraction")), _peak(c),
+                              "; ".join(map(str, c.get("reasons") or []))]
+                             for s, c in checks]))
+    return Section("Environment", blocks)
 
 
 def _unplaced(results: Results) -> Section:
@@ -187,42 +592,16 @@ def _matrix(title: str, checks: list[Check], label, column) -> Table:
     return Table(title, ["implementation"] + cols, cells, _COUNTS_NOTE)
 
 
-def _verdict(counts: Counter) -> str:
-    bad = counts["failed"] + counts["error"]
-    if bad:
-        return "DOES NOT CONFORM"
-    return "conforms" if counts["passed"] else "nothing applicable"
-
-
-def _diagnosis(diagnosis: str | None) -> str:
-    if diagnosis is None:
-        return ""
-    try:
-        from rnnbench.findings import DIAGNOSES
-    except ImportError:     # reports may be rendered where the suites are not installed
-        DIAGNOSES = {}
-    sentence = DIAGNOSES.get(diagnosis)
-    return f"{sentence} ({diagnosis})" if sentence else diagnosis
-
-
-def _timing_row(t: Timing, speedups: dict, varying: dict[str, bool]) -> list[str]:
-    n = t.numbers
-    speedup = analysis.speedup_of(speedups, t)
-    status = t.status if not t.reason else f"{t.status}: {t.reason}"
-    optional = {"machine": t.source.machine, "from": t.source.format}
-    return ([t.impl] + [optional[name] for name, shown in varying.items() if shown]
-            + [t.device, t.dtype, t.metric, seconds(n.get("median_s")), seconds(n.get("iqr_s")),
-               "" if speedup is None else f"{speedup:.2f}x",
-               _fixed(n.get("gflops"), "{:.3g}"), _percent(n.get("peak_fraction")),
-               seconds(n.get("first_call_s")), binary_bytes(n.get("peak_mem_bytes")), status])
-
-
-def _workload_note(rows: list[Timing]) -> str:
-    kinds = sorted({t.kind for t in rows if t.kind})
-    sizes = {k: sorted({t.sizes[k] for t in rows if k in t.sizes}) for k in SIZE_FIELDS}
-    parts = ([f"kind {', '.join(kinds)}"] if kinds else []) + [
-        f"{k} {', '.join(f'{v:g}' for v in vs)}" for k, vs in sizes.items() if vs]
-    return "; ".join(parts)
+def _verdict(counts: Counter, flags: set[str]) -> str:
+    if counts["failed"] + counts["error"]:
+        text = "DOES NOT CONFORM"
+    else:
+        text = "conforms" if counts["passed"] else "nothing applicable"
+    if "quick" in flags:
+        text += " (quick case list)"
+    if "cut" in flags:
+        text += " (interrupted: incomplete)"
+    return text
 
 
 def _numbers(numbers: dict) -> str:
@@ -234,6 +613,17 @@ def _plain(value) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     return "" if value is None else str(value)
+
+
+def _plain_list(values) -> str:
+    return ", ".join(map(_plain, values)) if isinstance(values, list) else _plain(values)
+
+
+def _peak(check: dict) -> str:
+    median, iqr = check.get("peak_gflops_median"), check.get("peak_gflops_iqr")
+    if median is None:
+        return ""
+    return f"{median:.4g} GFLOP/s" + (f" (IQR {iqr:.3g})" if iqr is not None else "")
 
 
 def _fixed(value, pattern: str) -> str:

@@ -1,7 +1,9 @@
 """Reading report inputs: conformance JSON, bench JSON, pytest-benchmark JSON and asv results.
 
 `load_inputs(paths)` reads every path into one `Results`. A path may be a file or a folder (an
-asv results folder, or a folder of results files), searched for `*.json`.
+asv results folder, or a folder of results files), searched for `*.json`. A file met twice (named
+twice, or found again in a folder) or with the same content as an earlier one (a copy) is read
+once and listed in `Results.duplicates`, so nothing is counted twice.
 
 Policy for bad inputs: a file named on the command line that cannot be read, is not JSON, or
 is none of the four formats raises `UsageError` naming it, before anything is written. A file
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import datetime
+import hashlib
 import itertools
 import json
 import math
@@ -20,9 +23,10 @@ import os
 from pathlib import Path
 
 from rnnbench.errors import UsageError
-from rnnbench.reports.model import (NUMBER_FIELDS, SIZE_FIELDS, Check, Results, Source, Timing,
-                                    Unplaced)
-from rnnbench.results import BENCH_SCHEMA, CONFORMANCE_SCHEMA, OUTCOMES, STATUSES, read_json
+from rnnbench.reports.model import (NUMBER_FIELDS, SIZE_FIELDS, Check, Duplicate, Results, Source,
+                                    Timing, Unplaced)
+from rnnbench.results import (BENCH_SCHEMA, BENCH_SCHEMAS, CONFORMANCE_SCHEMA, OUTCOMES, STATUSES,
+                              read_json)
 
 ASV_RESULTS_VERSION = 2          # asv 0.6's results file format
 ASV_METADATA_FILES = ("machine.json", "benchmarks.json")
@@ -34,6 +38,8 @@ _ASV_TRACKED = {"first_call_s": "first_call_s", "first_call": "first_call_s",
                 "tokens_per_s": "tokens_per_s", "peak_fraction": "peak_fraction",
                 "gflops": "gflops"}
 _LABEL_FIELDS = ("kind", "device", "dtype")
+# bench/2's verdicts on a speed-up's interval.
+RATIO_VERDICTS = ("faster", "slower", "within_noise")
 
 
 class _Skip(Exception):
@@ -43,12 +49,36 @@ class _Skip(Exception):
 def load_inputs(paths) -> Results:
     """Load every input path (files or folders) into one `Results`; see the module policy."""
     results = Results()
+    seen = _Seen()
     for path in map(Path, paths):
         if path.is_dir():
-            results.extend(_load_folder(path))
-        else:
+            results.extend(_load_folder(path, seen))
+        elif not seen.repeated(path, results):
             results.extend(load_file(path))
     return results
+
+
+class _Seen:
+    """The files read so far, by real path and by content, to recognise repeats."""
+
+    def __init__(self) -> None:
+        self.paths: dict[Path, str] = {}
+        self.digests: dict[str, str] = {}
+
+    def repeated(self, path: Path, results: Results) -> bool:
+        """True (and a Duplicate recorded) when `path` repeats a file read before."""
+        try:
+            real, content = path.resolve(), path.read_bytes()
+        except OSError:
+            return False        # load_file says what is wrong with it
+        digest = hashlib.sha256(content).hexdigest()
+        earlier = self.paths.get(real) or self.digests.get(digest)
+        if earlier is not None:
+            how = "same file" if real in self.paths else "same content"
+            results.duplicates.append(Duplicate(str(path), earlier, how))
+            return True
+        self.paths[real] = self.digests[digest] = str(path)
+        return False
 
 
 def load_file(path: str | os.PathLike) -> Results:
@@ -75,7 +105,7 @@ def detect_format(data) -> str | None:
     schema = data.get("schema")
     if schema == CONFORMANCE_SCHEMA:
         return "conformance"
-    if schema == BENCH_SCHEMA:
+    if schema in BENCH_SCHEMAS:
         return "bench"
     if "benchmarks" in data and "machine_info" in data:
         return "pytest-benchmark"
@@ -84,12 +114,14 @@ def detect_format(data) -> str | None:
     return None
 
 
-def _load_folder(folder: Path) -> Results:
+def _load_folder(folder: Path, seen: _Seen) -> Results:
     results = Results()
     files = sorted(p for p in folder.rglob("*.json") if p.name not in ASV_METADATA_FILES)
     if not files:
         raise UsageError(f"{folder}: a folder with no results files (*.json) in it")
     for path in files:
+        if seen.repeated(path, results):
+            continue
         try:
             results.extend(load_file(path))
         except UsageError as exc:
@@ -103,10 +135,21 @@ def _load_folder(folder: Path) -> Results:
 def _load_conformance(path: Path, data: dict) -> Results:
     environment = _dict_field(data, "environment")
     impl = _required_str(data, "target")
-    source = Source(str(path), "conformance", _hostname(environment), environment, target=impl,
-                    interrupted=data.get("interrupted") is True, error=str(data.get("error") or ""))
     device = data.get("device") or environment.get("device") or ""
-    results = Results(sources=[source])
+    settings = {name: data[name] for name in ("device", "quick", "seed", "kinds")
+                if data.get(name) is not None}
+    unplaced = []
+    declared = {}
+    for name in ("not_supported_features", "param_map"):
+        value = data.get(name)
+        if value is not None and not isinstance(value, dict):
+            unplaced.append((name, f"{name!r} is not an object", _brief(value)))
+        declared[name] = {str(k): str(v) for k, v in _dict_or_empty(value).items()}
+    source = Source(str(path), "conformance", _hostname(environment), environment, target=impl,
+                    interrupted=data.get("interrupted") is True, error=str(data.get("error") or ""),
+                    quick=data.get("quick") is True, settings=settings, **declared)
+    results = Results(sources=[source],
+                      unplaced=[Unplaced(source, *item) for item in unplaced])
     for i, item in enumerate(_list_field(data, "results")):
         try:
             outcome = _required_str(item, "outcome")
@@ -128,9 +171,11 @@ def _load_bench(path: Path, data: dict) -> Results:
     environment = _dict_field(data, "environment")
     if _is_number(data.get("peak_gflops")):
         environment = {**environment, "peak_gflops": data["peak_gflops"]}
-    source = Source(str(path), "bench", _hostname(environment), environment)
     # The document lists its workloads (name, config, batch, steps): sizes for scaling curves.
     workloads = {w.get("name"): w for w in data.get("workloads") or [] if isinstance(w, dict)}
+    source = Source(str(path), "bench", _hostname(environment), environment,
+                    settings=_bench_settings(data),
+                    machine_check=_dict_or_empty(data.get("machine_check")))
     results = Results(sources=[source])
     for i, item in enumerate(_list_field(data, "results")):
         try:
@@ -140,6 +185,13 @@ def _load_bench(path: Path, data: dict) -> Results:
         except _Skip as exc:
             results.unplaced.append(Unplaced(source, f"results[{i}]", str(exc), _brief(item)))
     return results
+
+
+def _bench_settings(data: dict) -> dict:
+    """How a bench run measured, as far as the document records it (a preset or budget it does
+    not name is not guessed from its workloads: the command line may have overridden them)."""
+    return {name: data[name] for name in ("preset", "budget_s", "device", "threads")
+            if data.get(name) is not None}
 
 
 def _timing(source: Source, labels: dict, values: dict, *, numbers: dict | None = None) -> Timing:
@@ -159,7 +211,24 @@ def _timing(source: Source, labels: dict, values: dict, *, numbers: dict | None 
                   metric=_required_str(labels, "metric"),
                   **{name: str(labels.get(name) or "") for name in _LABEL_FIELDS},
                   status=status, reason=str(values.get("reason") or ""),
-                  numbers=numbers, sizes=sizes)
+                  numbers=numbers, sizes=sizes, **_judgements(values))
+
+
+def _judgements(values: dict) -> dict:
+    """bench/2's interval, verdict, noisy flag and conformance of a result, where present."""
+    found = {}
+    interval = values.get("vs_native_ci")
+    if (isinstance(interval, list) and len(interval) == 2 and all(map(_is_number, interval))
+            and 0 < interval[0] <= interval[1]):
+        found["ratio_ci"] = (float(interval[0]), float(interval[1]))
+    if values.get("vs_native_verdict") in RATIO_VERDICTS:
+        found["ratio_verdict"] = values["vs_native_verdict"]
+    for name in ("noisy", "conforms"):
+        if isinstance(values.get(name), bool):
+            found[name] = values[name]
+    if values.get("conformance_note"):
+        found["conformance_note"] = str(values["conformance_note"])
+    return found
 
 
 # --- pytest-benchmark ---------------------------------------------------------------------

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 SIZE_FIELDS = ("steps", "batch", "input_size", "hidden_size", "num_layers")
 # Numbers a timing may carry, in the units the bench schema uses.
 NUMBER_FIELDS = ("median_s", "iqr_s", "repeats", "gflops", "peak_fraction", "first_call_s",
-                 "tokens_per_s", "peak_mem_bytes")
+                 "tokens_per_s", "peak_mem_bytes", "threads")
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,29 @@ class Source:
     target: str = ""         # conformance files: the implementation checked (even with no checks)
     interrupted: bool = False  # the run that wrote the file was interrupted: results incomplete
     error: str = ""          # why the run that wrote the file could not check anything
+    quick: bool = False      # conformance files: the quick case list, not the full one
+    # How it was measured: preset, budget_s, seed, device, threads, ... as the file says them.
+    settings: dict = field(default_factory=dict, compare=False, hash=False)
+    # bench files: the machine's load before timing (busy, reasons, GEMM peak spread).
+    machine_check: dict = field(default_factory=dict, compare=False, hash=False)
+    # conformance files: features declared unsupported {feature: reason}, and the parameter
+    # names assumed {module key: spec name}.
+    not_supported_features: dict = field(default_factory=dict, compare=False, hash=False)
+    param_map: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def commit(self) -> str:
+        """The commit of rnnbench that was measured, or "" when the file does not say."""
+        return str(self.environment.get("commit") or "")
+
+    @property
+    def version(self) -> str:
+        """rnnbench's version that wrote the file (the suite version), or ""."""
+        return str(self.environment.get("rnnbench") or "")
+
+    @property
+    def busy(self) -> bool:
+        return self.machine_check.get("busy") is True
 
 
 @dataclass(frozen=True)
@@ -60,6 +83,13 @@ class Timing:
     reason: str = ""
     numbers: dict = field(default_factory=dict, compare=False, hash=False)  # NUMBER_FIELDS
     sizes: dict = field(default_factory=dict, compare=False, hash=False)    # SIZE_FIELDS
+    # What bench/2 adds: the 95% interval of the speed-up over the baseline and its verdict
+    # ("faster", "slower", "within_noise"), the noisy flag, and whether the numbers conform.
+    ratio_ci: tuple[float, float] | None = None
+    ratio_verdict: str | None = None
+    noisy: bool | None = None
+    conforms: bool | None = None
+    conformance_note: str = ""
 
     @property
     def median_s(self) -> float | None:
@@ -84,6 +114,15 @@ class Unplaced:
     content: str     # a short rendering of the item itself
 
 
+@dataclass(frozen=True)
+class Duplicate:
+    """An input left out because it repeats another: the same file named twice, or a copy."""
+
+    path: str
+    same_as: str
+    how: str         # "same file" | "same content"
+
+
 @dataclass
 class Results:
     """Everything loaded from a report's inputs."""
@@ -92,12 +131,14 @@ class Results:
     checks: list[Check] = field(default_factory=list)
     timings: list[Timing] = field(default_factory=list)
     unplaced: list[Unplaced] = field(default_factory=list)
+    duplicates: list[Duplicate] = field(default_factory=list)
 
     def extend(self, other: Results) -> None:
         self.sources += other.sources
         self.checks += other.checks
         self.timings += other.timings
         self.unplaced += other.unplaced
+        self.duplicates += other.duplicates
 
     def machines(self) -> list[str]:
         return list(dict.fromkeys(s.machine for s in self.sources))

@@ -3,6 +3,11 @@ from __future__ import annotations
 
 import os
 import platform
+import subprocess
+from pathlib import Path
+
+# The checkout rnnbench runs from, when it runs from one (an editable install or a clone).
+SOURCE_ROOT = Path(__file__).resolve().parents[1]
 
 
 def cpu_model() -> str:
@@ -17,8 +22,24 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def source_commit(root: Path = SOURCE_ROOT) -> str | None:
+    """`git rev-parse HEAD` of the checkout at `root`; None when rnnbench is not running from
+    a git checkout of its own (an installed wheel, no git, a folder inside another project)."""
+    try:
+        done = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel", "HEAD"],
+                              capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = done.stdout.split()
+    if done.returncode != 0 or len(lines) != 2:
+        return None
+    top, commit = lines
+    # A site-packages folder inside someone's repository is not rnnbench's checkout.
+    return commit if Path(top).resolve() == root.resolve() else None
+
+
 def capture() -> dict:
-    """Versions, hardware and thread settings, as a JSON-ready dict."""
+    """Versions, the commit measured, hardware and thread settings, as a JSON-ready dict."""
     import torch
 
     import rnnbench
@@ -26,6 +47,7 @@ def capture() -> dict:
     cuda = torch.cuda.is_available()
     return {
         "rnnbench": rnnbench.__version__,
+        "commit": source_commit(),
         "python": platform.python_version(),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,

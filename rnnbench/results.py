@@ -13,7 +13,9 @@ from pathlib import Path
 from rnnbench.errors import UsageError
 
 CONFORMANCE_SCHEMA = "rnnbench.conformance/1"
-BENCH_SCHEMA = "rnnbench.bench/1"
+BENCH_SCHEMA = "rnnbench.bench/2"
+# Every bench schema still read: /1 has no raw samples, intervals, conformance or machine check.
+BENCH_SCHEMAS = (BENCH_SCHEMA, "rnnbench.bench/1")
 # A conformance check's outcome, and a benchmark result's status, in the order tables show them.
 OUTCOMES = ("passed", "failed", "not_supported", "error")
 STATUSES = ("ok", "unavailable", "not_supported", "failed")

@@ -1,86 +1,134 @@
 #!/usr/bin/env bash
-# The nightly recipe, runnable by anyone from the repository root of an installed checkout
-# (the CI workflow .github/workflows/nightly.yml runs exactly this):
+# The nightly recipe, one step per command, so that CI can spread it over machines
+# (.github/workflows/nightly.yml, described in docs/nightly.md) and anyone can run the same steps
+# from the repository root of an installed checkout:
 #
-#   1. rnnbench run: conformance of every built-in + the quick benchmarks + the report;
-#      on a machine with a GPU, the quick benchmarks on cuda too, in the same report;
-#   2. asv: tonight's commit recorded into the history (.asv/results), the asv site published;
-#   3. the regression gate: `rnnbench compare` of tonight's bench JSON against the baseline
-#      (the last night that passed the gate), and `asv compare` against the previous commit.
+#   scripts/nightly.sh conform IMPL [DEVICE]  conformance of one implementation (default cpu)
+#                                             -> $RESULTS/conformance-IMPL-DEVICE.json
+#   scripts/nightly.sh bench [DEVICE]         the quick preset over every implementation
+#                                             -> $RESULTS/bench-DEVICE.json; then tonight's
+#                                             commit into the asv history (site in
+#                                             $ASV_SITE) and the regression gate
+#   scripts/nightly.sh merge RESULTS SITE     one report from the JSON of every machine under
+#                                             RESULTS -> SITE/report/, SITE/index.html
+#   scripts/nightly.sh all                    every step on this machine: each built-in, the
+#                                             benchmarks on cpu (and cuda with a GPU), the merge
 #
-# Output: out-nightly/site/ (index.html, report/, asv/) — what CI publishes.
-# State kept between nights (CI caches it): .asv/results and .asv/nightly/.
-# Environment: RNNBENCH_THRESHOLD (default 5%), RNNBENCH_MACHINE (asv machine name, default the
-# host name), RNNBENCH_ACCEPT=1 (accept tonight's numbers as the new baseline even if slower).
-# Exit: 0 all good; 1 a conformance failure, a failed benchmark or a regression; 2 a setup error.
+# Environment: RNNBENCH_RESULTS (default out-nightly/results), RNNBENCH_ASV_SITE (default
+# out-nightly/asv-site), RNNBENCH_THRESHOLD (default 5%), RNNBENCH_MACHINE (asv machine name,
+# default the host name), RNNBENCH_ACCEPT=1 (accept tonight's numbers as the new baseline even
+# if slower). State kept between nights (CI caches it per machine): .asv/results, .asv/nightly/.
+# Exit: 0 all good; 1 a conformance failure, a failed benchmark or a regression; 2 a setup or
+# usage error.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
+RESULTS=${RNNBENCH_RESULTS:-out-nightly/results}
+ASV_SITE=${RNNBENCH_ASV_SITE:-out-nightly/asv-site}
 THRESHOLD=${RNNBENCH_THRESHOLD:-5%}
 MACHINE=${RNNBENCH_MACHINE:-$(hostname)}
 STATE=.asv/nightly
-OUT=out-nightly
-SITE=$OUT/site
 status=0
 fail() { echo "nightly: $*" >&2; status=1; }
+usage() { echo "nightly: $*; usage: scripts/nightly.sh conform IMPL [DEVICE] |" \
+               "bench [DEVICE] | merge RESULTS SITE | all" >&2; exit 2; }
 
-command -v rnnbench >/dev/null && command -v asv >/dev/null \
-    || { echo "nightly: rnnbench and asv must be on PATH (pip install -e .)" >&2; exit 2; }
-python="$(dirname "$(command -v rnnbench)")/python"     # the environment rnnbench is in
-head=$(git rev-parse HEAD) || exit 2
-rm -rf "$OUT" && mkdir -p "$STATE" "$SITE" || exit 2
+command -v rnnbench >/dev/null || { echo "nightly: rnnbench must be on PATH (pip install -e .)" >&2
+                                    exit 2; }
 
-# 1. Conformance, quick benchmarks, report.
-rnnbench run --out "$SITE/report" || fail "rnnbench run reported failures"
-benches=("$SITE/report/bench.json")
-if "$python" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
-    rnnbench bench --preset quick --device cuda --json "$SITE/report/bench-cuda.json" \
-        || fail "cuda benchmarks reported failures"
-    benches+=("$SITE/report/bench-cuda.json")
-    rnnbench report "$SITE"/report/*.json --out "$SITE/report" || fail "report failed"
-fi
+conform() {   # IMPL DEVICE
+    mkdir -p "$RESULTS" || exit 2
+    rnnbench conform "$1" --device "$2" --json "$RESULTS/conformance-$1-$2.json"
+    case $? in
+        0) ;;
+        1) fail "$1 on $2 does not conform" ;;
+        *) echo "nightly: rnnbench conform $1 --device $2 could not run" >&2; exit 2 ;;
+    esac
+}
 
-# 2. asv history and site. `existing` environments save results only with a commit hash.
-asv machine --yes --machine "$MACHINE" >/dev/null || exit 2
-asv run --python=same --machine "$MACHINE" --set-commit-hash "$head" --show-stderr \
-    || fail "asv run failed"
-asv publish && cp -r .asv/html "$SITE/asv" || fail "asv publish failed"
-
-# 3. Regression gate. asv compare exits 0 even on regressions: its output is grepped.
-previous=$(cat "$STATE/last-commit" 2>/dev/null || true)
-if [ -n "$previous" ] && [ "$previous" != "$head" ]; then
-    factor=$(awk -v pct="${THRESHOLD%\%}" 'BEGIN { print 1 + pct / 100 }')
-    asv compare --split --factor "$factor" --machine "$MACHINE" "$previous" "$head" \
-        | tee "$SITE/asv-compare.txt"
-    grep -q "Benchmarks that have got worse" "$SITE/asv-compare.txt" \
-        && fail "asv: benchmarks got worse since ${previous:0:8}"
-fi
-echo "$head" > "$STATE/last-commit"
-regressed=0
-for bench in "${benches[@]}"; do
-    [ -f "$bench" ] || { fail "no $bench: nothing to compare"; continue; }
-    baseline="$STATE/baseline-$(basename "$bench")"
-    if [ -f "$baseline" ]; then
-        rnnbench compare "$baseline" "$bench" --threshold "$THRESHOLD" \
-            | tee "$SITE/compare-$(basename "$bench" .json).txt"
-        [ "${PIPESTATUS[0]}" -eq 0 ] || { regressed=1; fail "regression in $(basename "$bench")"; }
+bench() {   # DEVICE
+    local device=$1 json="$RESULTS/bench-$1.json" head previous baseline
+    command -v asv >/dev/null || { echo "nightly: asv must be on PATH" >&2; exit 2; }
+    mkdir -p "$RESULTS" "$STATE" || exit 2
+    rnnbench bench --preset quick --device "$device" --json "$json" \
+        || fail "benchmarks on $device reported failures"
+    head=$(git rev-parse HEAD) || exit 2
+    # asv: `existing` environments save results only with a commit hash.
+    asv machine --yes --machine "$MACHINE" >/dev/null || exit 2
+    asv run --python=same --machine "$MACHINE" --set-commit-hash "$head" --show-stderr \
+        || fail "asv run failed"
+    asv publish && rm -rf "$ASV_SITE" && mkdir -p "$(dirname "$ASV_SITE")" \
+        && cp -r .asv/html "$ASV_SITE" || fail "asv publish failed"
+    # The regression gate. asv compare exits 0 even on regressions: its output is grepped.
+    previous=$(cat "$STATE/last-commit" 2>/dev/null || true)
+    if [ -n "$previous" ] && [ "$previous" != "$head" ]; then
+        factor=$(awk -v pct="${THRESHOLD%\%}" 'BEGIN { print 1 + pct / 100 }')
+        asv compare --split --factor "$factor" --machine "$MACHINE" "$previous" "$head" \
+            | tee "$RESULTS/asv-compare-$device.txt"
+        grep -q "Benchmarks that have got worse" "$RESULTS/asv-compare-$device.txt" \
+            && fail "asv: benchmarks got worse since ${previous:0:8}"
     fi
-done
-# The baseline moves only on a night without regressions (or when told to accept one), so a
-# slowdown keeps failing until it is fixed or accepted.
-if [ "$regressed" -eq 0 ] || [ "${RNNBENCH_ACCEPT:-0}" = 1 ]; then
-    for bench in "${benches[@]}"; do
-        [ -f "$bench" ] && cp "$bench" "$STATE/baseline-$(basename "$bench")"
-    done
-fi
+    echo "$head" > "$STATE/last-commit"
+    baseline="$STATE/baseline-bench-$device.json"
+    local regressed=0
+    if [ -f "$baseline" ] && [ -f "$json" ]; then
+        rnnbench compare "$baseline" "$json" --threshold "$THRESHOLD" \
+            | tee "$RESULTS/compare-$device.txt"
+        [ "${PIPESTATUS[0]}" -eq 0 ] || { regressed=1; fail "regression on $device"; }
+    fi
+    # The baseline moves only on a night without regressions (or when told to accept one), so
+    # a slowdown keeps failing until it is fixed or accepted.
+    if [ -f "$json" ] && { [ "$regressed" -eq 0 ] || [ "${RNNBENCH_ACCEPT:-0}" = 1 ]; }; then
+        cp "$json" "$baseline"
+    fi
+}
 
-cat > "$SITE/index.html" <<EOF
-<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>rnnbench nightly</title></head>
-<body><h1>rnnbench nightly</h1>
-<p>commit ${head:0:12}, machine $(hostname | sed 's/[^A-Za-z0-9._-]//g'),
-$(date -u '+%Y-%m-%d %H:%M UTC')</p>
-<ul><li><a href="report/index.html">conformance and benchmark report</a></li>
-<li><a href="asv/index.html">asv history</a></li></ul></body></html>
-EOF
-echo "nightly: site in $SITE (exit $status)"
+merge() {   # RESULTS SITE
+    local results=$1 site=$2
+    [ -d "$results" ] || usage "no results folder $results"
+    mkdir -p "$site" || exit 2
+    rnnbench report "$results" --out "$site/report" || exit $?
+    {
+        echo '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        echo '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        echo '<title>rnnbench nightly</title></head><body><h1>rnnbench nightly</h1>'
+        echo "<p>commit $(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)," \
+             "$(date -u '+%Y-%m-%d %H:%M UTC')</p>"
+        echo '<ul><li><a href="report/index.html">conformance and benchmark report, every' \
+             'machine</a></li>'
+        for asv in "$site"/asv/*/index.html; do
+            [ -f "$asv" ] || continue
+            name=$(basename "$(dirname "$asv")" | sed 's/[^A-Za-z0-9._-]//g')
+            echo "<li><a href=\"asv/$name/index.html\">asv history: $name</a></li>"
+        done
+        echo '</ul></body></html>'
+    } > "$site/index.html"
+    echo "nightly: site in $site"
+}
+
+step=${1:-}
+case $step in
+    conform) [ $# -ge 2 ] && [ $# -le 3 ] || usage "conform takes IMPL [DEVICE]"
+             conform "$2" "${3:-cpu}" ;;
+    bench)   [ $# -le 2 ] || usage "bench takes [DEVICE]"
+             bench "${2:-cpu}" ;;
+    merge)   [ $# -eq 3 ] || usage "merge takes RESULTS SITE"
+             merge "$2" "$3" ;;
+    all)     [ $# -eq 1 ] || usage "all takes no arguments"
+             python="$(dirname "$(command -v rnnbench)")/python"  # the environment rnnbench is in
+             available='import json, sys
+print(" ".join(i["name"] for i in json.load(sys.stdin) if i["available"]))'
+             for impl in $(rnnbench list --json | "$python" -c "$available"); do
+                 conform "$impl" cpu
+             done
+             bench cpu
+             if "$python" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())'; then
+                 bench cuda
+             fi
+             mkdir -p out-nightly/site/asv && rm -rf "out-nightly/site/asv/$MACHINE" \
+                 && cp -r "$ASV_SITE" "out-nightly/site/asv/$MACHINE"
+             merge "$RESULTS" out-nightly/site ;;
+    *)       usage "unknown step '${step}'" ;;
+esac
+echo "nightly: $step done (exit $status)"
 exit "$status"

@@ -204,9 +204,9 @@ def test_every_implementation_workload_and_kind_is_in_both_files(report, name):
 
 def test_numbers_are_in_the_workload_table(report):
     rows = html_table(report["html"], "Workload tiny-rnn")
-    # columns: implementation, machine, from, device, dtype, metric, median, IQR, vs native, ...
+    # columns: implementation, run, from, device, dtype, metric, median, IQR, vs native, ...
     native = row_of(rows, "native", "cpu-box", "cpu")
-    assert native[6:13] == ["2 ms", "40 µs", "1.00x", "12.5", "12.5%", "1.5 s", "3 MiB"]
+    assert native[6:13] == ["2 ms", "40 µs", "baseline", "12.5", "12.5%", "1.5 s", "3 MiB"]
     assert row_of(rows, "eager", "cpu-box")[8] == "0.50x"
     assert row_of(rows, EVIL, "cpu-box")[8] == "2.00x"
     assert row_of(rows, "eager", "gpu-box", "cuda")[8] == "0.25x"
@@ -241,12 +241,14 @@ def test_conformance_matrix_counts_outcomes_per_kind_and_category(report):
     assert row_of(verdicts, "cut")[-1] == "conforms (interrupted: incomplete)"
 
 
-def test_failing_checks_carry_message_and_diagnosis(report):
-    rows = html_table(report["html"], "Failing checks")
-    failed = row_of(rows, EVIL, "forward/one-layer")
-    assert failed[3] == "failed" and "weight_transposed" in failed[4]
-    assert failed[5] == EVIL_MESSAGE and "max_abs=0.5" in failed[6]
-    assert row_of(rows, EVIL, "shapes/unbatched")[3] == "error"
+def test_failures_are_grouped_by_cause_with_an_example(report):
+    rows = html_table(report["html"], "Failures by cause")
+    # columns: implementation, cause, checks, outcomes, kinds, example
+    transposed = row_of(rows, EVIL, "1 failed")
+    assert "W used transposed" in transposed[1] and "weight_transposed" in transposed[1]
+    assert transposed[3] == "1 failed" and EVIL_MESSAGE in transposed[5]
+    assert "max_abs=0.5" in transposed[5]
+    assert row_of(rows, EVIL, "RuntimeError: boom")[3] == "1 error"
 
 
 def test_names_and_messages_from_inputs_are_escaped(report):

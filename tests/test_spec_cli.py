@@ -1,6 +1,7 @@
 """`rnnbench spec`: the page shows what the spec says, and bad options are one-line errors."""
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 
@@ -49,7 +50,7 @@ BAD = [
     (["gru", "--input-size", "3", "--hidden-size", "4", "--proj-size", "2"], "proj_size"),
     (["lstm", "--input-size", "3", "--hidden-size", "4", "--proj-size", "4"], "proj_size"),
     (["lstm", "--input-size", "3", "--hidden-size", "4", "--nonlinearity", "relu"], "nonlinearity"),
-    (["rnn", "--input-size", "0", "--hidden-size", "4"], "input_size"),
+    (["rnn", "--input-size", "0", "--hidden-size", "4"], "--input-size"),
     (["rnn", "--input-size", "3", "--hidden-size", "4", "--nonlinearity", "gelu"], "nonlinearity"),
     (["rnn", "--input-size", "3", "--hidden-size", "4", "--dropout", "2"], "dropout"),
     (["rnn_cell", "--input-size", "3", "--hidden-size", "4", "--bidirectional"], "cells take no"),
@@ -73,3 +74,33 @@ def test_console_entry_point():
                             capture_output=True, text=True)
     assert result.returncode == 2 and result.stderr.count("\n") == 1
     assert "Traceback" not in result.stderr
+
+
+def test_implicit_page_shows_the_spec(capsys):
+    from rnnbench.reference import ImplicitConfig, implicit_init_spec, implicit_param_shapes
+    from rnnbench.reference.implicit import forward_flops as implicit_flops
+
+    argv = ["implicit", "--input-size", "4", "--hidden-size", "32", "--implicit-size", "16",
+            "--output-size", "1", "--d-variant", "library", "--batch", "2", "--steps", "7"]
+    assert main(["spec", *argv]) == 0
+    page = capsys.readouterr().out
+    cfg = ImplicitConfig(4, 32, 16, 1, d_variant="library")
+    lines = page.splitlines()
+    for name, shape in implicit_param_shapes(cfg).items():
+        row = next(line for line in lines if line.split()[:1] == [name])
+        assert str(shape) in row and str(implicit_init_spec(cfg)[name]) in row
+    assert implicit_param_shapes(cfg)["D"] == (32, 36)          # the library variant's D
+    total = sum(math.prod(s) for s in implicit_param_shapes(cfg).values())
+    assert f"total parameters: {total}" in page
+    assert next(line for line in lines if line.startswith("input ")).split(None, 1)[1] == "(2, 7, 4)"
+    assert next(line for line in lines if line.startswith("output ")).split(None, 1)[1] == "(2, 1)"
+    assert f"{implicit_flops(cfg, 2, 7, 0):,} without the solver" in page
+    assert f"{implicit_flops(cfg, 2, 7, 1) - implicit_flops(cfg, 2, 7, 0):,} per Picard" in page
+    assert "tol = 3e-06" in page and "max_iter = 300" in page
+    assert max(map(len, lines)) <= 100
+
+
+def test_pages_fit_100_columns(capsys):
+    for argv in PAGES:
+        assert main(["spec", *argv[0]]) == 0
+        assert max(map(len, capsys.readouterr().out.splitlines())) <= 100

@@ -1,0 +1,131 @@
+"""The nightly CI matrix: its shape, and its merge step on results from two simulated machines.
+
+The machines are the hand-made fixtures in tests/report_fixtures/ (cpu-box and gpu-box at the
+same commit), laid out as the workflow's report job downloads them: one folder per artifact.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rnnbench.impls import BUILTINS
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).parent / "report_fixtures"
+SCRIPT = ROOT / "scripts" / "nightly.sh"
+WORKFLOW = ROOT / ".github" / "workflows" / "nightly.yml"
+
+pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+
+
+def nightly(*args, cwd=ROOT) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    return subprocess.run(["bash", str(SCRIPT), *map(str, args)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def artifacts(root: Path) -> Path:
+    """results/ as the report job downloads it: the bench job of each machine, and the
+    conformance shards of the CPU machine, each artifact in its own folder."""
+    results = root / "results"
+    shutil.copytree(FIXTURES / "gpu-box-new", results / "results-bench-gpu")
+    shutil.copy(FIXTURES / "cpu-box-new" / "bench-cpu.json",
+                (results / "results-bench-cpu").mkdir(parents=True) or results / "results-bench-cpu")
+    for impl in ("native", "eager", "fused"):
+        shard = results / f"results-conformance-cpu-{impl}"
+        shard.mkdir()
+        shutil.copy(FIXTURES / "cpu-box-new" / f"conformance-{impl}.json", shard)
+    return results
+
+
+def test_merge_makes_one_report_from_two_machines(tmp_path):
+    results = artifacts(tmp_path)
+    (tmp_path / "site" / "asv" / "asv-cpu").mkdir(parents=True)
+    (tmp_path / "site" / "asv" / "asv-cpu" / "index.html").write_text("<html></html>")
+    done = nightly("merge", results, tmp_path / "site")
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "site" / "report" / "index.html").read_text()
+    for run in ("cpu-box @ 22222222", "gpu-box @ 22222222"):
+        assert f"Who conforms, who is fastest: {run}" in page
+    files = set(re.findall(r"<td>([^<]*results-[^<]*\.json)</td>", page))
+    assert len(files) == 5                      # every artifact's JSON
+    assert (tmp_path / "site" / "report" / "report.md").exists()
+    index = (tmp_path / "site" / "index.html").read_text()
+    assert 'href="report/index.html"' in index and 'href="asv/asv-cpu/index.html"' in index
+
+
+def test_merge_lists_a_broken_artifact_and_still_publishes_the_rest(tmp_path):
+    results = artifacts(tmp_path)
+    (results / "results-bench-cpu" / "bench-cpu.json").write_text("{not json")
+    done = nightly("merge", results, tmp_path / "site")
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "site" / "report" / "index.html").read_text()
+    assert "Who conforms, who is fastest: gpu-box @ 22222222" in page
+    unplaced = page.split("<h2>Unplaced results</h2>", 1)[1]
+    assert "bench-cpu.json" in unplaced and "not valid JSON" in unplaced
+
+
+def test_merge_without_results_is_a_usage_error(tmp_path):
+    done = nightly("merge", tmp_path / "nothing-here", tmp_path / "site")
+    assert done.returncode == 2 and "no results folder" in done.stderr
+    (tmp_path / "empty").mkdir()
+    done = nightly("merge", tmp_path / "empty", tmp_path / "site")
+    assert done.returncode == 2 and "no results files" in done.stderr
+    assert not (tmp_path / "site" / "report").exists()
+
+
+@pytest.mark.parametrize("args", [(), ("merge", "only-one"), ("conform",), ("dance",)])
+def test_a_wrong_step_is_a_usage_error(args):
+    done = nightly(*args)
+    assert done.returncode == 2 and "usage: scripts/nightly.sh" in done.stderr
+
+
+# --- the workflow ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def workflow():
+    return yaml.safe_load(WORKFLOW.read_text())
+
+
+def machines(job: dict) -> list[dict]:
+    return job["strategy"]["matrix"]["machine"]
+
+
+def test_one_job_per_runner_machine_with_cpu_and_gpu_labels(workflow):
+    for name in ("conformance", "bench"):
+        job = workflow["jobs"][name]
+        assert job["runs-on"] == "${{ matrix.machine.labels }}"
+        labels = {m["device"]: m["labels"] for m in machines(job)}
+        assert set(labels) == {"cpu", "cuda"}
+        assert "rnnbench-cpu" in labels["cpu"] and "rnnbench-gpu" in labels["cuda"]
+
+
+def test_conformance_is_sharded_per_builtin_implementation(workflow):
+    job = workflow["jobs"]["conformance"]
+    assert job["strategy"]["matrix"]["impl"] == list(BUILTINS)
+    assert job["strategy"]["fail-fast"] is False
+    run = " ".join(step.get("run", "") for step in job["steps"])
+    assert "scripts/nightly.sh conform ${{ matrix.impl }} ${{ matrix.machine.device }}" in run
+
+
+def test_every_job_uploads_its_json_and_the_last_merges_them(workflow):
+    jobs = workflow["jobs"]
+    for name in ("conformance", "bench"):
+        uploads = [s for s in jobs[name]["steps"] if s.get("uses", "").startswith(
+            "actions/upload-artifact") and s["with"]["name"].startswith("results-")]
+        assert len(uploads) == 1 and uploads[0]["if"] == "always()"
+    report = jobs["report"]
+    assert set(report["needs"]) == {"conformance", "bench"} and "always()" in report["if"]
+    download = next(s for s in report["steps"]
+                    if s.get("uses", "").startswith("actions/download-artifact"))
+    assert download["with"]["pattern"] == "results-*"
+    merge = next(s for s in report["steps"] if "nightly.sh merge" in s.get("run", ""))
+    assert merge["run"].endswith(f"scripts/nightly.sh merge {download['with']['path'].rstrip('/')}"
+                                 " site")

@@ -29,7 +29,7 @@ from rnnbench.suites.divergence import describe
 # Worst first: a group of results shows its worst outcome.
 SEVERITY = ("error", "failed", "not_supported", "passed")
 LABELS = {"failed": "FAILED", "error": "ERROR", "not_supported": "NOT SUPPORTED", "passed": "passed"}
-TALLY = {"passed": "passed", "failed": "failed", "not_supported": "not supported", "error": "errors"}
+TALLY = {"passed": "passed", "failed": "failed", "not_supported": "not supported", "error": "error"}
 MESSAGE_WIDTH = 60
 WIDTH = 100  # columns of the findings and what was not supported
 SHOWN_FINDINGS = 10

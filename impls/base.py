@@ -71,6 +71,8 @@ class Implementation:
     # The module's state_dict key -> the spec's parameter name, where the two differ and the
     # automatic mapping (rnnbench.suites.parammap) should not guess.
     param_map: Mapping[str, str] = field(default_factory=dict, compare=False)
+    # Check pattern -> reason: failures the implementation knows of (rnnbench.suites.known).
+    known_failures: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
         unknown = set(self.unsupported) - set(FEATURES)

@@ -20,8 +20,7 @@ from rnnbench.reports.units import binary_bytes, seconds
 from rnnbench.results import BASELINE, OUTCOMES
 
 _OUTCOME_TITLES = {"passed": "passed", "failed": "failed", "not_supported": "not supported",
-                   "error": "error"}
-_COUNTS_NOTE = "Cells: passed / failed / not supported / error."
+                   "error": "error", "xfail": "known failure", "xpass": "unexpected pass"}
 # Check categories as the report shows them; the ids stay as the results JSON has them. The
 # category "errors" (wrong inputs must raise) would read as the outcome "error".
 CATEGORY_TITLES = {"errors": "error inputs"}
@@ -302,15 +301,16 @@ def _conformance(results: Results) -> Section:
     for c in checks:
         flags.setdefault(label(c), set()).update(
             {"quick"} if c.source.quick else set(), {"cut"} if c.source.interrupted else set())
-    verdicts = [[name, *(str(n[o]) for o in OUTCOMES), _verdict(n, flags[name])]
+    outcomes = shown_outcomes(checks)
+    verdicts = [[name, *(str(n[o]) for o in outcomes), _verdict(n, flags[name])]
                 for (name,), n in by_impl.items()]
     # A conformance file with no results still names its implementation: say so, never omit it.
     checked = {c.source.path for c in checks}
-    verdicts += [[s.target, *("0" for _ in OUTCOMES),
+    verdicts += [[s.target, *("0" for _ in outcomes),
                   f"could not run: {s.error}" if s.error else "no checks ran"]
                  for s in results.sources if s.format == "conformance" and s.path not in checked]
     blocks = [Table("Verdict per implementation", ["implementation",
-                    *(_OUTCOME_TITLES[o] for o in OUTCOMES), "verdict"], verdicts,
+                    *(_OUTCOME_TITLES[o] for o in outcomes), "verdict"], verdicts,
                     "Quick case list: the suite's smaller list of cases, for a fast answer; "
                     "a full run checks more."), PlotRef("conformance")]
     if checks:
@@ -587,9 +587,17 @@ def _matrix(title: str, checks: list[Check], label, column) -> Table:
     counts = analysis.outcome_counts(checks, lambda c: (label(c), column(c)))
     rows = list(dict.fromkeys(label(c) for c in checks))
     cols = list(dict.fromkeys(column(c) for c in checks))
-    cells = [[r] + [" / ".join(str(counts[(r, c)][o]) for o in OUTCOMES) if (r, c) in counts
+    outcomes = shown_outcomes(checks)
+    cells = [[r] + [" / ".join(str(counts[(r, c)][o]) for o in outcomes) if (r, c) in counts
                     else "" for c in cols] for r in rows]
-    return Table(title, ["implementation"] + cols, cells, _COUNTS_NOTE)
+    note = "Cells: " + " / ".join(_OUTCOME_TITLES[o] for o in outcomes) + "."
+    return Table(title, ["implementation"] + cols, cells, note)
+
+
+def shown_outcomes(checks: list[Check]) -> list[str]:
+    """The four outcomes of every run, and xfail / xpass where known failures were declared."""
+    present = {c.outcome for c in checks}
+    return [o for o in OUTCOMES if o in ("passed", "failed", "not_supported", "error") or o in present]
 
 
 def _verdict(counts: Counter, flags: set[str]) -> str:

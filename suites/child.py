@@ -34,6 +34,9 @@ def main(argv: list[str]) -> int:
             impl = load(options["target"], kinds[0] if len(kinds) == 1 else None)
             if options.get("param_map"):
                 impl = dataclasses.replace(impl, param_map=options["param_map"])
+            if options.get("known_failures"):
+                impl = dataclasses.replace(impl, known_failures={**impl.known_failures,
+                                                                 **options["known_failures"]})
             check_available(impl)
             case = options.get("case")
             items = plan(impl, kinds, options["quick"], options.get("checks"), options.get("fuzz"),
@@ -41,7 +44,8 @@ def main(argv: list[str]) -> int:
         except (UsageError, ValueError) as exc:
             send("usage_error", message=str(exc))
             return 2
-        send("plan", implementation=impl.name, items=[item.describe() for item in items])
+        send("plan", implementation=impl.name, items=[item.describe() for item in items],
+             known_failures=dict(impl.known_failures))
         if options["start"] == 0:
             from rnnbench.environment import capture
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from rnnbench.errors import UsageError
 from rnnbench.findings import unsupported_features
 from rnnbench.results import CONFORMANCE_SCHEMA
+from rnnbench.suites import known
 from rnnbench.suites.results import CheckResult
 from rnnbench.suites.runner import check_kinds, device_type, summarize
 
@@ -53,13 +54,13 @@ def conform(target: str, kinds=None, device: str = "cpu", quick: bool = False, s
             progress: Callable[[CheckResult, int, int], None] | None = None, *,
             checks: str | None = None, param_map: dict | None = None,
             budget_s: float | None = DEFAULT_BUDGET_S, fuzz: int | None = None,
-            case: str | None = None) -> dict:
+            case: str | None = None, known_failures: dict | None = None) -> dict:
     """Run the checks of `target` isolated; the rnnbench.conformance/1 document.
 
     `checks` selects checks by pattern, `fuzz` searches that many drawn cases per kind, `case`
     (JSON, see `rnnbench.suites.fuzz.case_from_json`) runs one given case (see `runner.plan`);
-    `param_map` maps the module's state_dict keys to the spec's names; `budget_s` bounds the run
-    (None: unbounded).
+    `param_map` maps the module's state_dict keys to the spec's names; `known_failures` (pattern
+    -> reason) turns their results into xfail/xpass; `budget_s` bounds the run (None: unbounded).
     UsageError when the target cannot be loaded, a kind or the device is wrong. Interrupted
     (KeyboardInterrupt), the document has the results so far and "interrupted": true.
     """
@@ -68,7 +69,7 @@ def conform(target: str, kinds=None, device: str = "cpu", quick: bool = False, s
     started = time.perf_counter()
     options = {"target": target, "kinds": list(kinds or []), "device": device, "quick": quick,
                "seed": seed, "checks": checks, "param_map": param_map or {}, "fuzz": fuzz,
-               "case": case}
+               "case": case, "known_failures": known_failures or {}}
     run = _Run(options, timeout_s, budget_s, progress)
     try:
         run.until_done()
@@ -83,7 +84,8 @@ def conform(target: str, kinds=None, device: str = "cpu", quick: bool = False, s
         "environment": run.environment, "summary": summarize(run.results()),
         "not_supported_features": {feature: entry["reason"] for feature, entry
                                    in unsupported_features(results).items()},
-        "param_map": param_map_of(results), "results": results,
+        "param_map": param_map_of(results), "known_failures": run.known_failures,
+        "stale_known_failures": known.stale(run.known_failures, results), "results": results,
     }
 
 
@@ -121,11 +123,13 @@ class _Run:
         self.skip_kinds: set[str] = set()
         self.crashes_in_a_row = 0
         self.lost_s = 0.0
+        self.known_failures = dict(options["known_failures"])
 
     def results(self) -> list[CheckResult]:
         return [self.done[i] for i in sorted(self.done)]
 
     def record(self, index: int, result: CheckResult) -> None:
+        known.mark(result, self.known_failures)  # the child marks its own; this, the parent's
         self.done[index] = result
         if self.progress:
             self.progress(result, len(self.done), len(self.items))
@@ -204,6 +208,7 @@ class _Run:
             raise UsageError(event["message"])
         if kind == "plan":
             self.items, self.implementation = event["items"], event["implementation"]
+            self.known_failures = event.get("known_failures", self.known_failures)
         elif kind == "environment":
             self.environment = event["environment"]
         elif kind == "start":

@@ -34,6 +34,8 @@ def pytest_addoption(parser) -> None:
     group.addoption("--impl-fuzz", type=int, metavar="N",
                     help="search N drawn cases per kind instead of the case tables")
     group.addoption("--impl-case", metavar="JSON", help="run one given case (what a fuzz failure prints)")
+    group.addoption("--impl-known-failures", metavar="FILE",
+                    help="checks expected to fail (pattern # reason per line): xfail, or xpass")
 
 
 def pytest_configure(config) -> None:
@@ -55,6 +57,7 @@ def _selection(config) -> dict:
     from rnnbench.errors import UsageError
     from rnnbench.impls import load
     from rnnbench.suites.fuzz import case_from_json
+    from rnnbench.suites.known import read_file as read_known
     from rnnbench.suites.parammap import parse_user_map
     from rnnbench.suites.runner import check_available, check_device, plan
 
@@ -76,6 +79,9 @@ def _selection(config) -> dict:
     impl = load(option("impl"), kinds[0] if len(kinds) == 1 else None, kind_option="--impl-kind")
     if param_map:
         impl = dataclasses.replace(impl, param_map=param_map)
+    if option("impl_known_failures"):
+        known = read_known(option("impl_known_failures"))
+        impl = dataclasses.replace(impl, known_failures={**impl.known_failures, **known})
     check_available(impl)
     items = plan(impl, kinds, option("impl_quick"), option("impl_check"), option("impl_fuzz"), case)
     return {"impl": impl, "items": items}

@@ -23,6 +23,7 @@ from rnnbench.reference import io_shapes
 from rnnbench.reference.numerics import state_names
 from rnnbench.results import OUTCOMES
 from rnnbench.reference import KINDS as TORCH_KINDS
+from rnnbench.suites import known
 from rnnbench.suites.cases import CASES, Case
 from rnnbench.suites.checks import CHECKS, Check
 from rnnbench.suites.fuzz import FuzzCase, check_fuzz
@@ -169,6 +170,7 @@ def run_item(impl: Implementation, item: Item, device: str = "cpu", seed: int = 
         result.outcome, result.message = "error", f"the check stopped: {one_line(exc)} {_where(exc)}"
     result.numbers = {name: _plain(value) for name, value in result.numbers.items()}
     result.duration_s = time.perf_counter() - start
+    known.mark(result, impl.known_failures)
     return result
 
 

@@ -27,9 +27,11 @@ from rnnbench.findings import DIAGNOSES, group_failures, strip_addresses, unsupp
 from rnnbench.suites.divergence import describe
 
 # Worst first: a group of results shows its worst outcome.
-SEVERITY = ("error", "failed", "not_supported", "passed")
-LABELS = {"failed": "FAILED", "error": "ERROR", "not_supported": "NOT SUPPORTED", "passed": "passed"}
-TALLY = {"passed": "passed", "failed": "failed", "not_supported": "not supported", "error": "error"}
+SEVERITY = ("error", "failed", "xpass", "xfail", "not_supported", "passed")
+LABELS = {"failed": "FAILED", "error": "ERROR", "not_supported": "NOT SUPPORTED", "passed": "passed",
+          "xfail": "xfail", "xpass": "XPASS"}
+TALLY = {"passed": "passed", "failed": "failed", "not_supported": "not supported", "error": "error",
+         "xfail": "known failures", "xpass": "passed though listed as known failures"}
 MESSAGE_WIDTH = 60
 WIDTH = 100  # columns of the findings and what was not supported
 SHOWN_FINDINGS = 10
@@ -89,6 +91,16 @@ def not_supported(doc: dict) -> list[str]:
     return lines
 
 
+def known_lines(doc: dict) -> list[str]:
+    """The known failures that passed (their entries can go) and the entries that matched
+    nothing."""
+    lines = [f"XPASS {r['kind']}/{r['check']}: {r['message']}" for r in doc["results"]
+             if r["outcome"] == "xpass"]
+    lines += [f"warning: known failure {pattern!r} matches no check of this run"
+              for pattern in doc.get("stale_known_failures", [])]
+    return lines
+
+
 def kind_table(results: list[dict], verbose: bool = False) -> str:
     """One kind's results: a row per check (its cases summed up), or per result if `verbose`."""
     if verbose:
@@ -131,7 +143,8 @@ def details(result: dict) -> list[str]:
 
 def report(doc: dict, verbose: bool = False) -> str:
     """The whole run: findings, what was not supported, a table per kind, the verdict."""
-    blocks = [block for block in ("\n".join(findings(doc)), "\n".join(not_supported(doc))) if block]
+    blocks = [block for block in ("\n".join(findings(doc)), "\n".join(not_supported(doc)),
+                                  "\n".join(known_lines(doc))) if block]
     by_kind: dict[str, list[dict]] = {}
     for result in doc["results"]:
         by_kind.setdefault(result["kind"], []).append(result)
@@ -149,7 +162,8 @@ def verdict(doc: dict) -> str:
     counts = doc["summary"]
     ok = counts["failed"] == 0 and counts["error"] == 0 and not doc.get("interrupted")
     word = "INTERRUPTED" if doc.get("interrupted") else ("PASSED" if ok else "FAILED")
-    tally = ", ".join(f"{counts[outcome]} {name}" for outcome, name in TALLY.items())
+    tally = ", ".join(f"{counts.get(outcome, 0)} {name}" for outcome, name in TALLY.items()
+                      if outcome in ("passed", "failed", "not_supported", "error") or counts.get(outcome))
     quick = ", quick case list" if doc.get("quick") else ""
     return (f"{word}: {doc['target']} ({len(doc['results'])} checks{quick}: {tally}; "
             f"{doc['duration_s']:.1f} s)")

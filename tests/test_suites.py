@@ -513,3 +513,26 @@ def test_fuzzing_a_correct_implementation_finds_nothing():
     results = run_checks(EAGER, kinds=["gru", "lstm_cell"], fuzz=8)
     assert [r.outcome for r in results] == ["passed", "passed"]
     assert all(r.numbers["examples"] >= 1 for r in results)
+
+
+def test_known_failures_report_xfail_xpass_and_stale_entries(tmp_path, capsys):
+    (tmp_path / "known.txt").write_text("# known bugs\nforward/batched  # tracked upstream\n"
+                                        "gradients/*\ngru/nothing/*  # matches no check\n")
+    target = "tests/zoo/math_bugs.py:NoTanhCell"
+    code = main(["conform", target, "--kind", "rnn_cell", "--check", "forward/*,gradients/*",
+                 "--known-failures", str(tmp_path / "known.txt"), "--json", str(tmp_path / "o.json")])
+    doc = json.loads((tmp_path / "o.json").read_text())
+    outcomes = {r["check"]: r["outcome"] for r in doc["results"]}
+    assert outcomes["forward/batched"] == "xfail" and outcomes["forward/unbatched"] == "failed"
+    assert all(o == "xfail" for check, o in outcomes.items() if check.startswith("gradients/"))
+    assert doc["stale_known_failures"] == ["gru/nothing/*"]
+    assert code == 1  # forward/unbatched is not listed
+    assert "known failure 'gru/nothing/*' matches no check" in capsys.readouterr().out
+
+
+def test_a_known_failure_that_passes_is_an_xpass_and_fails_nothing():
+    impl = Implementation("native-listed", {"gru_cell": nn.GRUCell},
+                          known_failures={"forward/batched": "thought broken"})
+    results = run_checks(impl, checks="forward/*")
+    outcomes = {r.check: r.outcome for r in results}
+    assert outcomes["forward/batched"] == "xpass" and outcomes["forward/unbatched"] == "passed"

@@ -38,6 +38,9 @@ def add_arguments(parser) -> None:
                         help="run one given case through every check, e.g. "
                              "'{\"config\":{\"kind\":\"rnn\",\"input_size\":2,\"hidden_size\":3},"
                              "\"batch\":1,\"steps\":2,\"h0\":true}' (what --fuzz prints)")
+    parser.add_argument("--known-failures", metavar="FILE",
+                        help="checks expected to fail, one pattern per line with a reason after #, "
+                             "e.g. 'gru/forward/* # fixed in 2.1': they report xfail (or xpass)")
     parser.add_argument("--timeout", type=float, default=None, metavar="S",
                         help="time limit per check in seconds (default 60; more for checks "
                              "that are slow on torch.nn too)")
@@ -54,6 +57,7 @@ def run(args) -> int:
     from rnnbench.suites import text
     from rnnbench.suites.isolation import DEFAULT_BUDGET_S, DEFAULT_TIMEOUT_S, conform
     from rnnbench.suites.fuzz import case_from_json
+    from rnnbench.suites.known import read_file as read_known
     from rnnbench.suites.parammap import parse_user_map
 
     if args.json:
@@ -78,12 +82,13 @@ def run(args) -> int:
             raise UsageError(str(exc)) from None
         if args.kind and args.kind != kinds:
             raise UsageError(f"--case is a {kinds[0]} case; --kind says {', '.join(args.kind)}")
+    known_failures = read_known(args.known_failures) if args.known_failures else None
     budget = DEFAULT_BUDGET_S if args.budget is None else (args.budget or None)
     progress = KindTally(sys.stderr)
     doc = conform(args.target, kinds=kinds, device=args.device, quick=args.quick,
                   seed=args.seed, timeout_s=args.timeout or DEFAULT_TIMEOUT_S, progress=progress,
                   checks=args.check, param_map=param_map, budget_s=budget, fuzz=args.fuzz,
-                  case=args.case)
+                  case=args.case, known_failures=known_failures)
     progress.close()
     if args.json:
         write_json(args.json, doc)

@@ -3,7 +3,7 @@
 Both compile these functions (torchscript.py scripts `run_layer`, compile.py traces
 `run_list`), so they use only what both accept: type annotations, `List[Tensor]` states ([h] or
 [h, c]), no closures.
-The speed-relevant choices, measured on CPU (see /work/shared/anchors.md):
+The speed-relevant choices, measured on CPU against torch.nn:
 
 - `project_input`: the input projection of every step in one GEMM before the loop ("premul"),
   with the biases that are plain additions folded in;

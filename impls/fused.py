@@ -1,6 +1,6 @@
 """fused: the fastest correct CPU implementation here — a C++ kernel per layer and direction.
 
-What makes it fast (measured against torch.nn on CPU, see the issue's speed goals):
+What makes it fast (measured against torch.nn on CPU, see docs/performance.md):
 
 - the input projection of all time steps is one GEMM before the loop ("premul"), and outputs
   are written in place into that buffer, so the loop does one small GEMM per step;

@@ -29,7 +29,7 @@ from rnnbench.reference import (
     nest_state, output_names, param_shapes, state_grad_names, state_names,
 )
 
-# The agreement issue 2 requires of the reference: both sides compute in float64 and differ only
+# The agreement the reference is held to: both sides compute in float64 and differ only
 # in summation order, so anything above this is a bug, not rounding.
 MAX_ABS_ERROR = 1e-10
 

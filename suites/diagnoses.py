@@ -146,16 +146,26 @@ def _gates_split_by_size(trial, observed, expected, tol) -> str | None:
     gates = len(cfg.gates)
     if observed is not None or gates == 1 or cfg.hidden_size == gates or cfg.proj_size:
         return None
-    small = cfg.replace(hidden_size=gates)
     rng = trial.subject.rng("gates-by-size", trial.case.name)
-    try:
-        module = trial.subject.build(small, trial.dtype, draw_params(small, rng))
-        params = params_of(module, small, trial.subject.param_map(module, small))
-        seen = trial.run(module=module, cfg=small, hx=None)
-    except Finding:
+
+    def runs(size: int):
+        """A fresh module of this hidden size on the trial's input: (outputs, params) or None."""
+        sized = cfg.replace(hidden_size=size)
+        try:
+            module = trial.subject.build(sized, trial.dtype, draw_params(sized, rng))
+            params = params_of(module, sized, trial.subject.param_map(module, sized))
+            return trial.run(module=module, cfg=sized, hx=None), params
+        except Finding:
+            return None
+
+    # The failure must follow the size: a fresh module of the trial's own size fails too.
+    if runs(cfg.hidden_size) is not None:
         return None
-    want = trial.expected(small, params, hx=None)
-    return "gates_split_by_size" if agree(seen, want, tol) else None
+    small = runs(gates)
+    if small is None:
+        return None
+    want = trial.expected(cfg.replace(hidden_size=gates), small[1], hx=None)
+    return "gates_split_by_size" if agree(small[0], want, tol) else None
 
 
 def dropout_in_eval(trial) -> bool:

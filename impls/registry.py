@@ -22,7 +22,8 @@ from rnnbench.reference import KINDS as TORCH_KINDS
 from rnnbench.reference.implicit import KIND as IMPLICIT_KIND
 
 # Built-in implementations: each is the module rnnbench.impls.<name> with an IMPLEMENTATION.
-BUILTINS = ("native", "eager", "torchscript", "compile", "fused", "implicit", "triton")
+BUILTINS = ("native", "eager", "torchscript", "compile", "fused", "implicit", "triton",
+            "onnxruntime")
 # The kinds a constructor can implement: torch.nn's six, and the implicit model.
 KINDS = TORCH_KINDS + (IMPLICIT_KIND,)
 ENTRY_POINT_GROUP = "rnnbench.impls"

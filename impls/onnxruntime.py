@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import weakref
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Optional
 
@@ -168,23 +169,20 @@ def session(graph: Graph, threads: int):
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
-    options.log_severity_level = 3  # errors only: its warnings would repeat ours
+    options.log_severity_level = 4  # fatal only: its errors leave here as exceptions anyway
     with _as_runtime_error():
         return onnxruntime.InferenceSession(model(graph), options,
                                             providers=["CPUExecutionProvider"])
 
 
-class _as_runtime_error:
+@contextmanager
+def _as_runtime_error():
     """Re-raise ONNX Runtime's own exception types as RuntimeError (torch.nn's type), one line."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, error, traceback):
-        if kind is not None and issubclass(kind, ORT_ERRORS):
-            lines = str(error).strip().splitlines() or [kind.__name__]
-            raise RuntimeError(f"onnxruntime: {lines[0]}") from error
-        return False
+    try:
+        yield
+    except ORT_ERRORS as error:
+        lines = str(error).strip().splitlines() or [type(error).__name__]
+        raise RuntimeError(f"onnxruntime: {lines[0]}") from error
 
 
 # Converted weights per module, keyed by its first weight tensor (by identity: tensors compare

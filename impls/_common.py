@@ -5,7 +5,8 @@ Everything here is the contract, not the speed: the six constructors with torch.
 parameters named, shaped and initialised as the spec says, and the forward contract (batched or
 unbatched input, batch_first, hx omitted or given, layers and directions, dropout between layers
 in training only, torch.nn's exceptions for wrong inputs, never broadcasting). The recurrence of
-one layer and direction is a `Backend`'s: the implementations differ only there.
+one layer and direction is a `Backend`'s: the implementations differ only there (a backend that
+runs the whole stack of layers at once overrides `Backend.stack` instead).
 """
 from __future__ import annotations
 
@@ -47,6 +48,32 @@ class Backend:
              relu: bool) -> State:
         """One time step: x (B, I) and `state` to the next state; here a sequence of one."""
         return self.layer(family, x.unsqueeze(0), state, weights, relu, False)[1]
+
+    def stack(self, cfg: Config, x: Tensor, given: Optional[State], weights: list[Weights],
+              training: bool) -> tuple[Tensor, State]:
+        """All layers and directions of `cfg` over x (T, B, I) from `given` (h0[, c0], each
+        (layers * directions, B, H)) or zeros; return the top layer's output (T, B, D * P) and
+        the final state (h_n,) or (h_n, c_n). `weights` holds every layer and direction's,
+        layer-major as in h_n. Here one `layer` call per layer and direction, each layer reading
+        the previous one's output, directions concatenated, dropout between layers in training."""
+        finals = []  # final state of every layer and direction, layer-major as in h_n
+        directions = cfg.num_directions
+        relu = cfg.nonlinearity == "relu"
+        for layer in range(cfg.num_layers):
+            if layer > 0 and training and cfg.dropout > 0:
+                x = F.dropout(x, cfg.dropout, training=True)
+            outputs = []
+            for direction in range(directions):
+                index = layer * directions + direction
+                state = None if given is None else tuple(s[index] for s in given)
+                output, final = self.layer(cfg.family, x, state, weights[index], relu,
+                                           direction == 1)
+                outputs.append(output)
+                finals.append(final)
+            x = outputs[0] if directions == 1 else torch.cat(outputs, dim=-1)
+        # (h_n,) or (h_n, c_n); one layer and direction needs no copy
+        return x, tuple(parts[0].unsqueeze(0) if len(parts) == 1 else torch.stack(parts)
+                        for parts in zip(*finals))
 
 
 def transposed_storage(shape: tuple[int, ...], device=None, dtype=None) -> Tensor:
@@ -212,24 +239,8 @@ class Stacked(Recurrent):
             if not batched:
                 given = tuple(s.unsqueeze(1) for s in given)
 
-        finals = []  # final state of every layer and direction, layer-major as in h_n
-        directions = cfg.num_directions
-        for layer in range(cfg.num_layers):
-            if layer > 0 and self.training and cfg.dropout > 0:
-                x = F.dropout(x, cfg.dropout, training=True)
-            outputs = []
-            for direction in range(directions):
-                index = layer * directions + direction
-                state = None if given is None else tuple(s[index] for s in given)
-                output, final = self.backend.layer(cfg.family, x, state, self._weights(index),
-                                                   self._relu, direction == 1)
-                outputs.append(output)
-                finals.append(final)
-            x = outputs[0] if directions == 1 else torch.cat(outputs, dim=-1)
-
-        # (h_n,) or (h_n, c_n); one layer and direction needs no copy
-        h_n = tuple(parts[0].unsqueeze(0) if len(parts) == 1 else torch.stack(parts)
-                    for parts in zip(*finals))
+        weights = [self._weights(index) for index in range(len(self._weight_names))]
+        x, h_n = self.backend.stack(cfg, x, given, weights, self.training)
         if batched:
             output = x.transpose(0, 1) if cfg.batch_first else x
         else:

@@ -102,15 +102,19 @@ def test_deepbench_preset_contains_its_published_sizes():
             ("lstm", 1536, 4, 50)} <= sizes
 
 
-def test_goals_preset_has_the_issue_4_workloads():
+def test_goals_preset_has_the_goal_workloads():
+    # Forward of every family at (a), (b) and (c, one thread); forward+backward at (a) and (b).
     goals = {(w.kind, w.steps, w.batch, w.config.input_size, w.config.hidden_size, w.threads): w
              for w in load_workloads("goals")}
-    for key in [("rnn", 100, 32, 256, 256, None), ("rnn", 50, 64, 512, 512, None),
-                ("rnn", 25, 1, 128, 128, 1)]:
-        assert key in goals
-        assert {"forward", "forward_backward"} <= set(goals[key].metrics)
-        assert goals[key].config.nonlinearity == "tanh" and goals[key].dtype == "float32"
-    assert "forward_backward" in goals["gru", 100, 32, 256, 256, None].metrics
+    sizes = {"a": (100, 32, 256, 256, None), "b": (50, 64, 512, 512, None), "c": (25, 1, 128, 128, 1)}
+    for kind in ("rnn", "lstm", "gru"):
+        for name, size in sizes.items():
+            workload = goals[(kind, *size)]
+            expected = {"forward"} if name == "c" else {"forward", "forward_backward"}
+            assert set(workload.metrics) == expected
+            assert workload.config.nonlinearity == "tanh" and workload.dtype == "float32"
+            assert workload.config.num_layers == 1 and not workload.config.bidirectional
+    assert len(goals) == 9
 
 
 def test_seeds_preset_has_the_documented_examples():

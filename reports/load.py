@@ -22,7 +22,8 @@ from pathlib import Path
 from rnnbench.errors import UsageError
 from rnnbench.reports.model import (NUMBER_FIELDS, SIZE_FIELDS, Check, Results, Source, Timing,
                                     Unplaced)
-from rnnbench.results import BENCH_SCHEMA, CONFORMANCE_SCHEMA, OUTCOMES, STATUSES, read_json
+from rnnbench.results import (BENCH_SCHEMA, BENCH_SCHEMAS, CONFORMANCE_SCHEMA, OUTCOMES, STATUSES,
+                              read_json)
 
 ASV_RESULTS_VERSION = 2          # asv 0.6's results file format
 ASV_METADATA_FILES = ("machine.json", "benchmarks.json")
@@ -75,7 +76,7 @@ def detect_format(data) -> str | None:
     schema = data.get("schema")
     if schema == CONFORMANCE_SCHEMA:
         return "conformance"
-    if schema == BENCH_SCHEMA:
+    if schema in BENCH_SCHEMAS:
         return "bench"
     if "benchmarks" in data and "machine_info" in data:
         return "pytest-benchmark"

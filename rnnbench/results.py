@@ -13,7 +13,9 @@ from pathlib import Path
 from rnnbench.errors import UsageError
 
 CONFORMANCE_SCHEMA = "rnnbench.conformance/1"
-BENCH_SCHEMA = "rnnbench.bench/1"
+BENCH_SCHEMA = "rnnbench.bench/2"
+# Every bench schema still read: /1 has no raw samples, intervals, conformance or machine check.
+BENCH_SCHEMAS = (BENCH_SCHEMA, "rnnbench.bench/1")
 # A conformance check's outcome, and a benchmark result's status, in the order tables show them.
 OUTCOMES = ("passed", "failed", "not_supported", "error")
 STATUSES = ("ok", "unavailable", "not_supported", "failed")
@@ -45,6 +47,27 @@ def write_atomic(path: str | os.PathLike, data: bytes) -> Path:
         os.unlink(tmp)
         raise
     return path
+
+
+def check_writable(path: str | os.PathLike, option: str, folder: bool = False) -> None:
+    """Fail now, before any work, when `path` (a file, or a folder with `folder=True`) cannot be
+    written: UsageError naming `option`. Missing folders on the way are created, since writing
+    would create them anyway; a file is tried in the folder and removed at once."""
+    path = Path(path)
+    where = path if folder else path.parent
+    if path.is_dir() and not folder:
+        raise UsageError(f"{option} {path}: is a folder, not a file")
+    blocking = next((p for p in (where, *where.parents) if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        what = "is" if blocking == path else f"{blocking} is"
+        raise UsageError(f"{option} {path}: {what} a file, not a folder")
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".rnnbench-probe-", dir=where)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: cannot write there ({exc.strerror or exc})") from None
 
 
 def _umask() -> int:

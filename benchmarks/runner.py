@@ -199,7 +199,7 @@ def _prepare(impls: list[Implementation], workload: Workload, device: str, seed:
             for metric in workload.metrics:
                 results[impl.name, metric]["conformance_note"] = "not checked: construction failed"
             continue
-        report(0, f"{workload.name} conformance of {impl.name}")
+        report(0, f"{workload.name} pre-check of {impl.name}")
         conformance = forward_conformance(impl, workload, device, seed)
         for metric in workload.metrics:
             results[impl.name, metric].update(conforms=conformance.conforms,
@@ -373,8 +373,8 @@ def skip_reason(impl: Implementation, workload: Workload, device: str, metric: s
     pytest-benchmark suites, which skip such combinations with this reason)."""
     if metric not in workload.metrics:
         return f"workload {workload.name} does not time {metric}"
-    verdict = availability(impl, workload, device)
-    if verdict:
-        return f"{impl.name}: {verdict[0]}: {verdict[1]}"
+    blocked = availability(impl, workload, device)
+    if blocked:
+        return f"{impl.name}: {blocked[0]}: {blocked[1]}"
     missing = missing_features(impl, workload, device, metric)
     return f"{impl.name} does not support {', '.join(missing)}" if missing else None

@@ -30,8 +30,8 @@ python="$(dirname "$(command -v rnnbench)")/python"     # the environment rnnben
 head=$(git rev-parse HEAD) || exit 2
 rm -rf "$OUT" && mkdir -p "$STATE" "$SITE" || exit 2
 
-# 1. Conformance, quick benchmarks, report.
-rnnbench run --out "$SITE/report" || fail "rnnbench run reported failures"
+# 1. Conformance (the full case list), quick benchmarks, report.
+rnnbench run --full --out "$SITE/report" || fail "rnnbench run reported failures"
 benches=("$SITE/report/bench.json")
 if "$python" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
     rnnbench bench --preset quick --device cuda --json "$SITE/report/bench-cuda.json" \

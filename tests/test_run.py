@@ -132,3 +132,10 @@ def test_every_stage_line_is_printed_once(tmp_path, stages, capsys):
     for name in available_builtins():
         assert lines[f"conformance {name} ..."] == 1
         assert sum(n for line, n in lines.items() if line.startswith(f"conformance {name}: ")) == 1
+
+
+def test_the_speed_up_table_names_what_it_could_not_compare():
+    results = [timed("native", "w", samples(1e-3)), timed("implicit", "only-implicit", samples(1e-3)),
+               {**timed("triton", "w", samples(1e-3)), "status": "unavailable", "median_s": None}]
+    assert speedup_table(results).splitlines()[-1] == (
+        "no speed-up for: implicit (timed, no native result to compare with), triton (not timed)")

@@ -246,5 +246,15 @@ def speedup_table(results: list[dict]) -> str:
                      excluded.get(key, "")])
     headers = ["implementation", "metric", f"vs {BASELINE}", "workloads", "noisy",
                "non-conforming"]
-    return (f"benchmarks ({PRESET}): speed-up over {BASELINE}, geometric mean over the workloads "
-            f"that conform (95% interval)\n{tabulate(rows, headers, disable_numparse=True)}")
+    lines = [f"benchmarks ({PRESET}): speed-up over {BASELINE}, geometric mean over the workloads "
+             f"that conform (95% interval)", tabulate(rows, headers, disable_numparse=True)]
+    compared = {impl for impl, _ in [*groups, *excluded]} | {BASELINE}
+    timed: dict[str, bool] = {}
+    for r in results:
+        if r["impl"] not in compared:
+            timed[r["impl"]] = timed.get(r["impl"], False) or r["status"] == "ok"
+    if timed:
+        lines.append("no speed-up for: " + ", ".join(
+            f"{impl} ({f'timed, no {BASELINE} result to compare with' if ok else 'not timed'})"
+            for impl, ok in timed.items()))
+    return "\n".join(lines)

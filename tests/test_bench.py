@@ -660,3 +660,32 @@ def test_bench_with_nothing_to_measure_is_a_usage_error(argv, message, capsys, n
     assert cli.main(["bench", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+class IgnoresLayersAndDirections(nn.RNN):
+    """The from-scratch mistake in the wild: one layer, one direction, whatever was asked."""
+
+    def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True,
+                 batch_first=False, dropout=0.0, bidirectional=False, device=None, dtype=None):
+        super().__init__(input_size, hidden_size, nonlinearity=nonlinearity, bias=bias,
+                         batch_first=batch_first, device=device, dtype=dtype)
+
+
+def test_an_rnn_that_ignores_num_layers_and_bidirectional_is_timed_as_non_conforming():
+    deep = tiny(config={"kind": "rnn", "input_size": 3, "hidden_size": 4, "num_layers": 2,
+                        "bidirectional": True})
+    doc = run_benchmarks([impl("native"), impl("scratch", rnn=IgnoresLayersAndDirections)], [deep],
+                         threads=1)
+    scratch = results_by(doc, "scratch")
+    assert scratch["status"] == "ok" and scratch["conforms"] is False
+    assert scratch["conformance_note"].startswith("state_dict lacks weight_ih_l0_reverse")
+    assert scratch["vs_native"] is None
+
+
+def test_a_cell_workload_is_pre_checked_too():
+    cell = workload_from_dict({"name": "cell", "config": {"kind": "gru_cell", "input_size": 3,
+                                                          "hidden_size": 4},
+                               "batch": 2, "budget_s": 0.01, "min_repeats": 3})
+    doc = run_benchmarks([Implementation(name="native", kinds={"gru_cell": nn.GRUCell})], [cell],
+                         threads=1)
+    assert {r["conforms"] for r in doc["results"]} == {True}

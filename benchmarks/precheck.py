@@ -8,7 +8,7 @@ check (`rnnbench.suites.check_numerics.check_forward`; for the implicit kind
 tolerance policy and diagnoses. It runs in the grad mode the workload times first (no_grad when
 the workload times `forward`), so compiled implementations build the graph the timing reuses.
 
-The verdict is `conforms`: True, False (the numbers are wrong: the implementation is still
+It runs without an initial state, as the timed calls do. The verdict is `conforms`: True, False (the numbers are wrong: the implementation is still
 timed, but its results never count as a speed-up), or None (not checked), with a one-line
 `note` saying why not, or why not checked. A workload that wraps the module (an embedding, a
 classifier head) is checked on the recurrent module alone.
@@ -53,8 +53,10 @@ def forward_conformance(impl: Implementation, workload: Workload, device: str = 
         from rnnbench.suites.check_numerics import check_forward
 
         dtype = workload.dtype
+        # No initial state, as the timed calls pass none: the same code path is checked (and
+        # compiled implementations build the graphs the timing then reuses).
         case = Case(f"{workload.name}-precheck", cfg, min(workload.batch, PRECHECK_BATCH),
-                    min(workload.steps, PRECHECK_STEPS))
+                    min(workload.steps, PRECHECK_STEPS), h0=False)
         check = lambda subject: check_forward(subject, case, dtype)  # noqa: E731
     elif isinstance(cfg, ImplicitConfig):
         from rnnbench.suites import check_implicit

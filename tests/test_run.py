@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from rnnbench.cli import main
-from rnnbench.commands.run import speedup_table
+from rnnbench.commands.run import kind_groups, merged, speedup_table
 
 
 def samples(median, spread=0.01, n=9, seed=0):
@@ -49,9 +49,10 @@ def stages(monkeypatch):
             "finished_when_waited": None}
     lock = threading.Lock()
 
-    def conform(target, quick=False, progress=None, **_):
+    def conform(target, quick=False, progress=None, kinds=None, **_):
         with lock:
             seen["quick"].append(quick)
+            seen.setdefault("kinds", {}).setdefault(target, []).append(kinds)
             seen["running"] += 1
             seen["most_at_once"] = max(seen["most_at_once"], seen["running"])
         time.sleep(0.3)
@@ -80,13 +81,40 @@ def stages(monkeypatch):
 
 def available_builtins():
     from rnnbench.impls import BUILTINS, registered
-    return [n for n in BUILTINS if registered()[n].unavailable_reason() is None]
+    return {n: registered()[n] for n in BUILTINS if registered()[n].unavailable_reason() is None}
 
 
 def test_conformance_runs_two_at_a_time_and_is_done_before_anything_is_timed(tmp_path, stages):
     assert main(["run", "--out", str(tmp_path)]) == 0
     assert stages["most_at_once"] == 2
-    assert stages["finished_when_waited"] == len(available_builtins())
+    children = sum(len(kind_groups(impl.kinds)) for impl in available_builtins().values())
+    assert stages["finished_when_waited"] == children
+
+
+def test_each_implementation_is_checked_in_two_halves_by_kind(tmp_path, stages):
+    main(["run", "--out", str(tmp_path)])
+    assert sorted(stages["kinds"]["compile"]) == [["rnn", "lstm"],
+                                                  ["rnn_cell", "lstm_cell", "gru_cell", "gru"]]
+    assert stages["kinds"]["implicit"] == [["implicit"]]
+
+
+def result_of(kind, outcome):
+    return {"check": "c/x", "category": "forward", "kind": kind, "case": "x", "outcome": outcome}
+
+
+def test_the_halves_merge_into_one_document_in_the_specs_order_of_kinds():
+    halves = [{"schema": "s", "target": "t", "kinds": ["rnn", "lstm"], "interrupted": False,
+               "duration_s": 3.0, "summary": {"passed": 2},
+               "results": [result_of("rnn", "passed"), result_of("lstm", "passed")]},
+              {"schema": "s", "target": "t", "kinds": ["gru_cell", "gru"], "interrupted": True,
+               "duration_s": 5.0, "summary": {"passed": 1, "failed": 1},
+               "results": [result_of("gru_cell", "failed"), result_of("gru", "passed")]}]
+    doc = merged(halves)
+    assert [r["kind"] for r in doc["results"]] == ["gru_cell", "rnn", "lstm", "gru"]
+    assert doc["summary"] == {"passed": 3, "failed": 1, "not_supported": 0, "error": 0}
+    assert doc["interrupted"] is True and doc["duration_s"] == 5.0
+    assert doc["kinds"] == ["rnn", "lstm", "gru_cell", "gru"]
+    assert merged([halves[0], {**halves[1], "error": "cannot load t"}])["error"] == "cannot load t"
 
 
 def test_run_checks_the_quick_case_list_unless_full(tmp_path, stages):

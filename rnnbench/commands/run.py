@@ -9,7 +9,8 @@ the run. Exit 1 when any conformance check failed or errored or any benchmark fa
 otherwise, 2 when DIR cannot be written (said before any work).
 
 The stages share the machine where they can: conformance runs in child processes, WORKERS at a
-time; the implementations' availability (fused builds its kernels) is found out beside them;
+time, each implementation's kinds split between two of them (KIND_GROUPS); the implementations'
+availability (fused builds its kernels) is found out beside them;
 the benchmark stage builds its modules, compares each with the reference and makes every first
 call (where torch.compile compiles) while conformance still runs, and waits for it to finish
 before it measures the machine and times anything.
@@ -34,6 +35,11 @@ PRESET = "quick"
 # Conformance children at a time: one per core of the 2-core machines this is sized for; each
 # child is a single busy thread most of the time.
 WORKERS = 2
+# An implementation's kinds are checked by two children at once, one per group, so that one slow
+# implementation keeps both cores busy: compile builds a graph per configuration, dtype and grad
+# mode, and with empty caches its gru checks take about as long as its rnn and lstm checks
+# together (its cells run eagerly and cost little). Kinds in no group join the last.
+KIND_GROUPS = (("rnn", "lstm"), ("rnn_cell", "lstm_cell", "gru_cell", "gru"))
 
 
 def add_arguments(parser) -> None:
@@ -54,13 +60,14 @@ def run(args) -> int:
     builtins = {name: impls[name] for name in BUILTINS}
     progress = StageProgress(sys.stdout)
     stop = threading.Event()
+    slots = threading.Semaphore(WORKERS)
     finding_out = ThreadPoolExecutor(max_workers=len(builtins))
-    checking = ThreadPoolExecutor(max_workers=WORKERS)
+    checking = ThreadPoolExecutor(max_workers=len(builtins))
     try:
         reasons = {name: finding_out.submit(impl.unavailable_reason) for name, impl in builtins.items()}
-        conformance = {name: checking.submit(_conformance_stage, name, reasons[name], out,
-                                             not args.full, progress, stop)
-                       for name in builtins}
+        conformance = {name: checking.submit(_conformance_stage, impl, reasons[name], out,
+                                             not args.full, progress, stop, slots)
+                       for name, impl in builtins.items()}
         skipped = {name: reason for name, future in reasons.items() if (reason := future.result())}
         bench = _bench_stage(list(builtins.values()), out, progress,
                              wait=lambda: _finished(conformance))
@@ -106,12 +113,11 @@ class StageProgress:
             self.running[stage] = text
             self.line.show(" | ".join(self.running.values()))
 
-    def finish(self, stage: str, text: str) -> None:
+    def done(self, stage: str) -> None:
+        """The stage's counter leaves the line."""
         with self.lock:
             self.running.pop(stage, None)
-            self.line.print(text)
-            if self.running:
-                self.line.show(" | ".join(self.running.values()))
+            self.line.show(" | ".join(self.running.values()))
 
     def print(self, text: str) -> None:
         with self.lock:
@@ -122,38 +128,80 @@ class StageProgress:
         return lambda done, total, label: self.update(stage, f"[{done}/{total}] {label}")
 
 
-def _conformance_stage(name: str, reason: Future, out: Path, quick: bool,
-                       progress: StageProgress, stop: threading.Event) -> Path | None:
-    """The conformance document of one built-in, written to DIR; None when it is unavailable."""
-    from rnnbench.environment import capture
-    from rnnbench.suites import conform
+def kind_groups(kinds) -> list[list[str]]:
+    """`kinds` split by KIND_GROUPS (the last group takes the kinds in none); no empty group."""
+    grouped = [[kind for kind in kinds if kind in group] for group in KIND_GROUPS]
+    grouped[-1] += [kind for kind in kinds if not any(kind in group for group in KIND_GROUPS)]
+    return [group for group in grouped if group]
 
+
+def _conformance_stage(impl, reason: Future, out: Path, quick: bool, progress: StageProgress,
+                       stop: threading.Event, slots: threading.Semaphore) -> Path | None:
+    """The conformance document of one built-in, its kind groups checked at once, written to
+    DIR; None when it is unavailable."""
+    name = impl.name
     if reason.result():
         return None
     started = time.perf_counter()
     if not progress.live:     # a terminal gets a live counter instead
         progress.print(f"conformance {name} ...")
-
-    def report(result, done: int, total: int) -> None:
-        if stop.is_set():     # conform() keeps what it has and returns, marked interrupted
-            raise KeyboardInterrupt
-        progress.update(name, f"{name} [{done}/{total}]")
-
-    try:
-        doc = conform(name, quick=quick, progress=report)
-    except UsageError as exc:
-        # A built-in that cannot even be checked must not cost the other stages their results:
-        # the document says so ("error"), the report shows it and the run exits 1.
-        doc = {"schema": CONFORMANCE_SCHEMA, "target": name, "environment": capture(),
-               "summary": {}, "results": [], "error": str(exc)}
+    groups = kind_groups(impl.kinds)
+    with ThreadPoolExecutor(max_workers=len(groups)) as pool:
+        docs = list(pool.map(lambda numbered: _conformance_group(
+            name, numbered[1], quick, progress.counter(f"{name} {numbered[0] + 1}/{len(groups)}"),
+            stop, slots), enumerate(groups)))
+    doc = merged(docs)
     path = out / f"conformance-{name}.json"
     write_json(path, doc)
     if doc.get("interrupted"):
         raise KeyboardInterrupt
     said = f"could not run: {doc['error']}" if "error" in doc else tally(doc.get("summary", {}))
-    progress.finish(name, f"conformance {name}: {said or 'no checks ran'} "
-                          f"({time.perf_counter() - started:.1f} s)")
+    for number in range(len(groups)):
+        progress.done(f"{name} {number + 1}/{len(groups)}")
+    progress.print(f"conformance {name}: {said or 'no checks ran'} "
+                   f"({time.perf_counter() - started:.1f} s)")
     return path
+
+
+def _conformance_group(name: str, kinds: list[str], quick: bool, counter, stop: threading.Event,
+                       slots: threading.Semaphore) -> dict:
+    """One child's conformance document: `kinds` of `name`, once a slot is free."""
+    from rnnbench.environment import capture
+    from rnnbench.suites import conform
+
+    def report(result, done: int, total: int) -> None:
+        if stop.is_set():     # conform() keeps what it has and returns, marked interrupted
+            raise KeyboardInterrupt
+        counter(done, total, f"{name} {result.check}")
+
+    unchecked = {"schema": CONFORMANCE_SCHEMA, "target": name, "environment": capture(),
+                 "kinds": kinds, "summary": {}, "results": []}
+    with slots:
+        if stop.is_set():
+            return {**unchecked, "interrupted": True}
+        try:
+            return conform(name, kinds=kinds, quick=quick, progress=report)
+        except UsageError as exc:
+            # A built-in that cannot even be checked must not cost the other stages their
+            # results: the document says so ("error"), the report shows it and the run exits 1.
+            return {**unchecked, "error": str(exc)}
+
+
+def merged(docs: list[dict]) -> dict:
+    """One implementation's conformance document from its kind groups' documents: the first
+    error if any, else the results of all, in the spec's order of kinds, counted again."""
+    from rnnbench.impls.registry import KINDS
+
+    failed = next((doc for doc in docs if "error" in doc), None)
+    if failed is not None or len(docs) == 1:
+        return failed or docs[0]
+    results = sorted((r for doc in docs for r in doc["results"]),
+                     key=lambda r: KINDS.index(r["kind"]) if r.get("kind") in KINDS else len(KINDS))
+    counts = {outcome: sum(r.get("outcome") == outcome for r in results) for outcome in OUTCOMES}
+    return {**docs[0], "kinds": [kind for doc in docs for kind in doc.get("kinds", [])],
+            "interrupted": any(doc.get("interrupted") for doc in docs),
+            "duration_s": max(doc.get("duration_s", 0.0) for doc in docs),
+            "summary": counts, "results": results}
 
 
 def _bench_stage(impls: list, out: Path, progress: StageProgress, wait) -> tuple[Path, dict]:
@@ -175,7 +223,8 @@ def _bench_stage(impls: list, out: Path, progress: StageProgress, wait) -> tuple
     doc = run_benchmarks(impls, workloads, progress=progress.counter("bench"),
                          checkpoint=lambda partial: write_json(path, partial), wait=waiting)
     write_json(path, doc)
-    progress.finish("bench", f"benchmarks done ({time.perf_counter() - started:.1f} s)")
+    progress.done("bench")
+    progress.print(f"benchmarks done ({time.perf_counter() - started:.1f} s)")
     return path, doc
 
 

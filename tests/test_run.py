@@ -167,3 +167,10 @@ def test_the_speed_up_table_names_what_it_could_not_compare():
                {**timed("triton", "w", samples(1e-3)), "status": "unavailable", "median_s": None}]
     assert speedup_table(results).splitlines()[-1] == (
         "no speed-up for: implicit (timed, no native result to compare with), triton (not timed)")
+
+
+def test_the_summary_fits_in_100_columns(tmp_path, stages, capsys):
+    main(["run", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    summary = out[out.index("rnnbench run: done"):]
+    assert max(map(len, summary.splitlines())) <= 100

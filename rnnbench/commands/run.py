@@ -10,15 +10,16 @@ otherwise, 2 when DIR cannot be written (said before any work).
 
 The stages share the machine where they can: conformance runs in child processes, WORKERS at a
 time, each implementation's kinds split between two of them (KIND_GROUPS); the implementations'
-availability (fused builds its kernels) is found out beside them;
-the benchmark stage builds its modules, compares each with the reference and makes every first
-call (where torch.compile compiles) while conformance still runs, and waits for it to finish
-before it measures the machine and times anything.
+availability (fused builds its kernels) is found out beside them; the benchmark stage builds its
+modules, compares each with the reference and makes every first call (where torch.compile
+compiles) while conformance still runs, and waits for it to finish before it measures the
+machine and times anything.
 """
 from __future__ import annotations
 
 import math
 import sys
+import textwrap
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -32,6 +33,7 @@ from rnnbench.results import BASELINE, CONFORMANCE_SCHEMA, OUTCOMES, check_writa
 
 DEFAULT_OUT = Path("reports") / "latest"     # git-ignored
 PRESET = "quick"
+WIDTH = 100     # the summary fits in this many columns
 # Conformance children at a time: one per core of the 2-core machines this is sized for; each
 # child is a single busy thread most of the time.
 WORKERS = 2
@@ -244,9 +246,11 @@ def summary(results, skipped: dict[str, str], written: dict, bench: dict, second
                    "no checks ran" if n is None else
                    "DOES NOT CONFORM" if n["failed"] + n["error"] else "conforms")
         rows.append([source.target, *(n[o] if n else 0 for o in OUTCOMES), verdict])
-    rows += [[name, *("" for _ in OUTCOMES), f"skipped: {reason}"] for name, reason in skipped.items()]
+    rows += [[name, *("" for _ in OUTCOMES), "skipped (unavailable)"] for name in skipped]
     headers = ["conformance", *(o.replace("_", " ") for o in OUTCOMES), "verdict"]
     lines += ["", tabulate(rows, headers)]
+    lines += [textwrap.fill(f"{name}: {reason}", WIDTH, subsequent_indent="  ")
+              for name, reason in skipped.items()]
     lines += ["", speedup_table(bench.get("results", []))]
     failed = [t for t in results.timings if t.status == "failed"]
     for t in failed[:5]:
@@ -295,15 +299,15 @@ def speedup_table(results: list[dict]) -> str:
                      excluded.get(key, "")])
     headers = ["implementation", "metric", f"vs {BASELINE}", "workloads", "noisy",
                "non-conforming"]
-    lines = [f"benchmarks ({PRESET}): speed-up over {BASELINE}, geometric mean over the workloads "
-             f"that conform (95% interval)", tabulate(rows, headers, disable_numparse=True)]
+    lines = [f"benchmarks ({PRESET}): speed-up over {BASELINE}, geometric mean over conforming "
+             "workloads (95% interval)", tabulate(rows, headers, disable_numparse=True)]
     compared = {impl for impl, _ in [*groups, *excluded]} | {BASELINE}
     timed: dict[str, bool] = {}
     for r in results:
         if r["impl"] not in compared:
             timed[r["impl"]] = timed.get(r["impl"], False) or r["status"] == "ok"
     if timed:
-        lines.append("no speed-up for: " + ", ".join(
+        lines.append(textwrap.fill("no speed-up for: " + ", ".join(
             f"{impl} ({f'timed, no {BASELINE} result to compare with' if ok else 'not timed'})"
-            for impl, ok in timed.items()))
+            for impl, ok in timed.items()), WIDTH, subsequent_indent="  "))
     return "\n".join(lines)

@@ -17,6 +17,8 @@ import numpy as np
 
 CONFIDENCE = 0.95
 RESAMPLES = 2000
+# Fewer samples a side and the bootstrap has nothing to resample: an interval would be a point.
+MIN_SAMPLES = 3
 NOISY_IQR_FRACTION = 0.10
 VERDICTS = ("faster", "slower", "within_noise")
 SEED = 0
@@ -27,14 +29,14 @@ def ratio_interval(pairs: Sequence[tuple[Sequence[float], Sequence[float]]],
                    ) -> tuple[float, float] | None:
     """The `confidence` interval of the geometric mean over `pairs` of
     median(baseline samples) / median(candidate samples); one pair gives the plain ratio's.
-    None when a pair has no samples or a non-positive one."""
+    None when a pair has fewer than MIN_SAMPLES samples a side, or a non-positive one."""
     if not pairs:
         return None
     rng = np.random.default_rng(SEED)
     log_ratio = np.zeros(resamples)
     for baseline, candidate in pairs:
         base, cand = np.asarray(baseline, float), np.asarray(candidate, float)
-        if base.size == 0 or cand.size == 0 or (base <= 0).any() or (cand <= 0).any():
+        if min(base.size, cand.size) < MIN_SAMPLES or (base <= 0).any() or (cand <= 0).any():
             return None
         log_ratio += np.log(_resampled_medians(base, rng, resamples))
         log_ratio -= np.log(_resampled_medians(cand, rng, resamples))

@@ -582,6 +582,7 @@ def test_vs_native_cells_never_show_a_speed_up_that_is_not_one():
         == "≈ native (within noise)"
     assert vs_native({**ok, "conforms": False, "vs_native": None}) == "non-conforming"
     assert vs_native({**ok, "impl": "native"}) == "baseline"
+    assert vs_native({**ok, "vs_native_ci": None, "vs_native_verdict": None}) == "1.30x (no interval)"
 
 
 def test_bench_says_a_busy_machine_in_its_first_line(workload_file, monkeypatch, capsys):

@@ -51,7 +51,8 @@ def test_the_interval_is_the_same_for_the_same_samples():
 
 def test_no_interval_without_samples():
     assert ratio_interval([([], [1.0])]) is None and ratio_interval([]) is None
-    assert ratio_interval([([0.0, 1.0], [1.0])]) is None
+    assert ratio_interval([([0.0, 1.0, 2.0], [1.0, 1.0, 1.0])]) is None
+    assert ratio_interval([([1.0, 1.1], [1.0, 1.1, 1.2])]) is None    # too few to resample
     assert verdict(None) is None
 
 

@@ -195,7 +195,7 @@ def vs_native(result: dict) -> str:
         return WITHIN_NOISE
     if interval:
         return f"{ratio:.2f}x ({interval[0]:.2f}-{interval[1]:.2f})"
-    return f"{ratio:.2f}x"
+    return f"{ratio:.2f}x (no interval)"
 
 
 def _median(result: dict) -> str:

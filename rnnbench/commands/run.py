@@ -294,7 +294,8 @@ def speedup_table(results: list[dict]) -> str:
         elif verdict(interval) == "within_noise":
             cell = WITHIN_NOISE
         else:
-            cell = f"{mean:.2f}x" + (f" ({interval[0]:.2f}-{interval[1]:.2f})" if interval else "")
+            cell = f"{mean:.2f}x " + (f"({interval[0]:.2f}-{interval[1]:.2f})" if interval
+                                      else "(no interval)")
         rows.append([*key, cell, len(pairs), sum(bool(r.get("noisy")) for _, r in pairs) or "",
                      excluded.get(key, "")])
     headers = ["implementation", "metric", f"vs {BASELINE}", "workloads", "noisy",

@@ -120,26 +120,29 @@ def gating(changes: list[Change], gate: Gate = Gate()) -> list[Change]:
 
 
 def format_changes(changes: list[Change], gate: Gate = Gate()) -> str:
-    """The table `rnnbench compare` prints, which rule judged how many results, and a one-line
-    verdict. Key columns with one value throughout are said once above the table."""
-    names = ["impl", "kind", "workload", "device", "dtype", "metric"]
-    varying = [i for i in range(len(names)) if len({c.key[i] for c in changes}) > 1 or i in (0, 2, 5)]
-    same = [f"{names[i]} {changes[0].key[i]}" for i in range(len(names))
-            if i not in varying and changes and changes[0].key[i]]
-    rows = [[*(c.key[i] for i in varying), _time(c.base), _time(c.head),
-             _percent(c.change, signed=True), _evidence(c), c.verdict] for c in changes]
-    table = tabulate(rows, [*(names[i] for i in varying), "base", "head", "change", "evidence",
-                            "verdict"], disable_numparse=True)
+    """A table per workload (kind, device and dtype in its heading), which rule judged how many
+    results, and a one-line verdict."""
+    groups: dict[tuple, list[Change]] = {}
+    for c in changes:
+        impl, kind, workload, device, dtype, metric = c.key
+        groups.setdefault((workload, kind, device, dtype), []).append(c)
+    lines = []
+    for (workload, *labels), group in groups.items():
+        rows = [[c.key[0], c.key[5], _time(c.base), _time(c.head), _percent(c.change, signed=True),
+                 _evidence(c), c.verdict] for c in group]
+        shown = ", ".join(label for label in labels if label)
+        lines += [f"{workload} ({shown})" if shown else workload,
+                  tabulate(rows, ["impl", "metric", "base", "head", "change", "evidence",
+                                  "verdict"], disable_numparse=True), ""]
     counts = {v: sum(c.verdict == v for c in changes) for v in VERDICTS}
     summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
     rules = {rule: sum(c.rule == rule for c in changes) for rule in (RANK_TEST, IQR_RULE)}
-    lines = ([f"all results: {', '.join(same)}"] if same else []) + [table, ""]
     if rules[RANK_TEST]:
-        lines.append(f"{rules[RANK_TEST]} judged by the rank test (Mann-Whitney U on the raw "
-                     f"samples, one-sided, p < {gate.alpha:g}) with the threshold")
+        lines.append(f"{rules[RANK_TEST]} judged by the rank test: one-sided Mann-Whitney U on "
+                     f"the raw samples, p < {gate.alpha:g}")
     if rules[IQR_RULE]:
-        lines.append(f"{rules[IQR_RULE]} judged by the IQR rule (no raw samples in BASE or HEAD, "
-                     "e.g. rnnbench.bench/1): a change inside the larger IQR is noise")
+        lines.append(f"{rules[IQR_RULE]} judged by the IQR rule (no raw samples, e.g. bench/1): "
+                     "changes inside the IQR are noise")
     failing = ", ".join(f"{counts[v]} {v}" for v in gate.gating() if counts[v])
     verdict = (f"FAIL: {failing} (threshold {gate.threshold:.1%})" if failing else
                f"OK: no regression past {gate.threshold:.1%} outside the noise")

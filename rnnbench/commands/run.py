@@ -12,8 +12,8 @@ The stages share the machine where they can: conformance runs in child processes
 time, each implementation's kinds split between two of them (KIND_GROUPS); the implementations'
 availability (fused builds its kernels) is found out beside them; the benchmark stage builds its
 modules, compares each with the reference and makes every first call (where torch.compile
-compiles) while conformance still runs, and waits for it to finish before it measures the
-machine and times anything.
+compiles) while conformance still runs (its first-call times are taken beside it), and waits
+for it to finish before it measures the machine and times anything.
 """
 from __future__ import annotations
 

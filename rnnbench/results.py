@@ -51,19 +51,18 @@ def write_atomic(path: str | os.PathLike, data: bytes) -> Path:
 
 def check_writable(path: str | os.PathLike, option: str, folder: bool = False) -> None:
     """Fail now, before any work, when `path` (a file, or a folder with `folder=True`) cannot be
-    written: UsageError naming `option`. Missing folders on the way are created, since writing
-    would create them anyway; a file is tried in the folder and removed at once."""
+    written: UsageError naming `option`. A file is tried in the nearest folder that exists on
+    the way and removed at once; nothing else is created."""
     path = Path(path)
     where = path if folder else path.parent
     if path.is_dir() and not folder:
         raise UsageError(f"{option} {path}: is a folder, not a file")
-    blocking = next((p for p in (where, *where.parents) if p.exists() and not p.is_dir()), None)
-    if blocking is not None:
-        what = "is" if blocking == path else f"{blocking} is"
+    existing = next((p for p in (where, *where.parents) if p.exists()), Path("."))
+    if not existing.is_dir():
+        what = "is" if existing == path else f"{existing} is"
         raise UsageError(f"{option} {path}: {what} a file, not a folder")
     try:
-        where.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".rnnbench-probe-", dir=where)
+        fd, probe = tempfile.mkstemp(prefix=".rnnbench-probe-", dir=existing)
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:

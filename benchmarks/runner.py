@@ -1,20 +1,30 @@
-"""Run implementations side by side on workloads and produce the `rnnbench.bench/1` document.
+"""Run implementations side by side on workloads and produce the `rnnbench.bench/2` document.
 
 Every (implementation, workload, metric) gets exactly one result with a status:
 "ok" (timed), "unavailable" (the implementation cannot run here: its own reason, or no GPU),
 "not_supported" (it lacks the kind or a feature the workload needs, e.g. float64 or backward),
 or "failed" (construction, the first call or a timed call raised; the reason says which).
 Nothing is dropped, and one implementation's exception never costs the others their results.
+
+Before anything is timed the machine is checked (`rnnbench.benchmarks.machine`), and before a
+workload is timed every implementation's forward pass on it is compared with the reference
+(`rnnbench.benchmarks.precheck`): a result that does not conform is timed, but its ratio to
+the baseline is left out (null), so it never counts as a speed-up. Ratios carry a 95%
+interval and a verdict from the raw samples (`rnnbench.benchmarks.noise`).
 See `rnnbench.benchmarks.timing` for how the times are taken.
 """
 from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
 import torch
 
-from rnnbench.benchmarks.tasks import build_task
+from rnnbench.benchmarks.machine import load_average, machine_check, measure_usage
+from rnnbench.benchmarks.noise import NOISY_IQR_FRACTION, is_noisy, ratio_interval, verdict
+from rnnbench.benchmarks.precheck import PRECHECK_BATCH, PRECHECK_STEPS, forward_conformance
+from rnnbench.benchmarks.tasks import Task, build_task
 from rnnbench.benchmarks.timing import (RepeatPolicy, gemm_peak, measure, measure_interleaved,
                                         peak_memory_bytes, pinned_threads, summarize, synchronizer,
                                         warm_up)
@@ -30,6 +40,10 @@ CONVENTIONS = {
     "median_s": "seconds per call: median over `repeats` samples, each the mean of `number` "
                 "back-to-back calls after a warm-up; implementations interleaved round by round",
     "iqr_s": "interquartile range of the samples (seconds per call)",
+    "samples_s": "every sample, in the order taken (seconds per call: each the mean of `number` "
+                 "calls)",
+    "noisy": f"iqr_s > {NOISY_IQR_FRACTION:.0%} of median_s: the median may move that much "
+             "between runs",
     "first_call_s": "the metric's first call on a freshly built module (lazy init, compilation); "
                     "metrics run in the workload's order on the same module",
     "forward": "inference: one forward call under torch.no_grad()",
@@ -42,10 +56,26 @@ CONVENTIONS = {
     "gflops": "flops / median_s / 1e9",
     "peak_fraction": "gflops / the measured fp32 GEMM peak at the same device and threads "
                      "(float32 workloads only)",
-    "vs_native": f"{BASELINE}'s median_s / this median_s (> 1 is faster than {BASELINE})",
+    "vs_native": f"{BASELINE}'s median_s / this median_s (> 1 is faster than {BASELINE}); null "
+                 f"when this result or {BASELINE}'s does not conform (conforms false)",
+    "vs_native_ci": "95% percentile-bootstrap interval of vs_native from both results' samples_s "
+                    "(2000 resamples of each, seeded)",
+    "vs_native_verdict": "faster (interval above 1), slower (below 1) or within_noise (it "
+                         "contains 1.0: not a speed-up)",
+    "conforms": "one forward pass on the workload's configuration (batch <= "
+                f"{PRECHECK_BATCH}, steps <= {PRECHECK_STEPS}, the workload's dtype; implicit: "
+                "float64) matched the float64 reference within the conformance suite's "
+                "tolerance: true, false, or null (not checked; conformance_note says why)",
+    "threads": "torch's intra-op thread count in effect when the result was timed",
     "tokens_per_s": "batch x steps / median_s",
-    "peak_mem_bytes": "CUDA: max_memory_allocated above the memory in use before one call; "
-                      "CPU: growth of the resident set's high-water mark during one call (estimate)",
+    "peak_mem_bytes": "the most bytes torch had allocated at once during one call, above what was "
+                      "allocated before it (CUDA: max_memory_allocated; CPU: the profiler's "
+                      "allocation events)",
+    "peak_gflops": "the fp32 GEMM peak: the median of several timed square multiplies "
+                   "(machine_check has every run and the IQR)",
+    "machine_check": "taken before timing: other processes' share of the CPU time and the "
+                     "hypervisor's steal over a short window, the load averages, the GEMM peak's "
+                     "spread; busy with one reason per signal past its limit",
     "solver": "the implicit solver's iteration counts from the last call (model.last_solver_stats)",
 }
 
@@ -55,38 +85,62 @@ Progress = Callable[[int, int, str], None]
 def run_benchmarks(impls: Iterable[Implementation], workloads: Iterable[Workload], device: str = "cpu",
                    *, threads: int | None = None, budget_s: float | None = None, seed: int = 0,
                    progress: Progress | None = None,
-                   checkpoint: Callable[[dict], None] | None = None) -> dict:
-    """Time every implementation on every workload; return the rnnbench.bench/1 document.
+                   checkpoint: Callable[[dict], None] | None = None,
+                   wait: Callable[[], None] | None = None) -> dict:
+    """Time every implementation on every workload; return the rnnbench.bench/2 document.
 
     `device`, `threads` apply to workloads that do not name their own; `budget_s` overrides the
     workloads' timing budgets. `progress(done, total, label)` is called as results come in;
     `checkpoint(document)` after each workload, so an interrupted run keeps what it finished.
+
+    Each workload is prepared (modules built, pre-checked against the reference, first calls
+    made) and then timed. With `wait`, every workload is prepared first, then `wait()` is called
+    and only then is the machine checked and anything timed: the caller's other work may share
+    the machine until `wait` returns (all prepared modules are held in memory meanwhile).
     """
     impls, workloads = list(impls), list(workloads)
     threads = threads or torch.get_num_threads()
-    peaks: dict[tuple[str, int], dict] = {}
+    with pinned_threads(threads):
+        environment = capture()
     doc = {
         "schema": BENCH_SCHEMA,
-        "environment": capture(),
+        "environment": environment,
         "device": device,
         "threads": threads,
         "peak_gflops": None,
+        "machine_check": None,
         "peaks": [],
         "conventions": CONVENTIONS,
         "workloads": [w.to_dict() for w in workloads],
         "results": [],
     }
-    with pinned_threads(threads):
-        doc["peak_gflops"] = _peak(peaks, device, threads)
     total = len(impls) * sum(len(w.metrics) for w in workloads)
-    for workload in workloads:
-        where = workload.device or device
+
+    def prepared():
+        for workload in workloads:
+            with pinned_threads(workload.threads or threads):
+                yield _prepare(impls, workload, workload.device or device, seed,
+                               _counter(progress, len(doc["results"]), total))
+
+    peaks: dict[tuple[str, int], dict] = {}
+    preparing = prepared()
+    if wait:
+        preparing = list(preparing)
+        wait()
+    # While this process waits and nothing of ours runs; then the peak at the run's settings.
+    usage = measure_usage()
+    with pinned_threads(threads):
+        peak = _peak(peaks, device, threads)
+    doc["peak_gflops"] = peak["gflops"] if peak else None
+    doc["machine_check"] = machine_check(peak or {}, usage, load_avg=load_average())
+    for ready in preparing:
+        workload = ready.workload
         with pinned_threads(workload.threads or threads):
-            peak = _peak(peaks, where, workload.threads or threads)
+            peak = _peak(peaks, ready.device, workload.threads or threads)
             policy = RepeatPolicy(min_repeats=workload.min_repeats, budget_s=budget_s or workload.budget_s)
-            for result in _run_workload(impls, workload, where, peak, policy, seed,
-                                        _counter(progress, len(doc["results"]), total)):
-                doc["results"].append(result)
+            _time(ready, peak and peak["gflops"], policy,
+                  _counter(progress, len(doc["results"]), total))
+        doc["results"] += list(ready.results.values())
         doc["peaks"] = list(peaks.values())
         if checkpoint:
             checkpoint(doc)
@@ -102,7 +156,7 @@ def _counter(progress: Progress | None, done: int, total: int) -> Callable[[int,
     return report
 
 
-def _peak(peaks: dict, device: str, threads: int) -> float | None:
+def _peak(peaks: dict, device: str, threads: int) -> dict | None:
     """The fp32 GEMM peak at (device, threads), measured the first time it is needed."""
     kind = torch.device(device).type
     if kind == "cuda" and not torch.cuda.is_available():
@@ -110,72 +164,122 @@ def _peak(peaks: dict, device: str, threads: int) -> float | None:
     key = (kind, threads if kind == "cpu" else 0)
     if key not in peaks:
         peaks[key] = gemm_peak(device)
-    return peaks[key]["gflops"]
+    return peaks[key]
 
 
-def _run_workload(impls: list[Implementation], workload: Workload, device: str, peak: float | None,
-                  policy: RepeatPolicy, seed: int, report: Callable[[int, str], None]) -> list[dict]:
-    results: dict[tuple[str, str], dict] = {}
-    tasks = {}
+@dataclass
+class Prepared:
+    """A workload ready to be timed: every result (statuses so far), the built tasks, and per
+    metric the calls whose first call went through."""
+
+    workload: Workload
+    device: str
+    results: dict[tuple[str, str], dict]
+    tasks: dict[str, Task]
+    calls: dict[str, dict[str, Callable[[], object]]] = field(default_factory=dict)
+
+
+def _prepare(impls: list[Implementation], workload: Workload, device: str, seed: int,
+             report: Callable[[int, str], None]) -> Prepared:
+    """Build every implementation's module, pre-check it against the reference, and make each
+    metric's first call (timed: lazy initialisation and compilation happen there)."""
+    ready = Prepared(workload, device, {}, {})
+    results = ready.results
     for impl in impls:
         for metric in workload.metrics:
             results[impl.name, metric] = _result(impl, workload, device, metric)
-        verdict = availability(impl, workload, device)
-        if verdict:
-            _mark(results, impl.name, workload.metrics, *verdict)
+        blocked = availability(impl, workload, device)
+        if blocked:
+            _mark(results, impl.name, workload.metrics, *blocked)
             continue
         try:
-            tasks[impl.name] = build_task(impl, workload, device, seed)
+            ready.tasks[impl.name] = build_task(impl, workload, device, seed)
         except Exception as exc:  # a broken constructor is the implementation's result
             _mark(results, impl.name, workload.metrics, "failed", f"construction: {one_line(exc)}")
+            for metric in workload.metrics:
+                results[impl.name, metric]["conformance_note"] = "not checked: construction failed"
+            continue
+        report(0, f"{workload.name} pre-check of {impl.name}")
+        conformance = forward_conformance(impl, workload, device, seed)
+        for metric in workload.metrics:
+            results[impl.name, metric].update(conforms=conformance.conforms,
+                                              conformance_note=conformance.note or None)
     by_name = {impl.name: impl for impl in impls}
-    for index, metric in enumerate(workload.metrics):
-        report(index * len(impls), f"{workload.name} {metric}")
-        runnable = {}
-        for name, task in tasks.items():
+    sync = synchronizer(device)
+    for metric in workload.metrics:
+        report(0, f"{workload.name} {metric} first calls")
+        ready.calls[metric] = {}
+        for name, task in ready.tasks.items():
             missing = missing_features(by_name[name], workload, device, metric)
             if missing:
                 _mark(results, name, [metric], "not_supported", f"does not support {', '.join(missing)}")
-            else:
-                runnable[name] = task
-        _time_metric(runnable, workload, device, metric, peak, policy, results)
-    _ratios(results)
-    report(len(workload.metrics) * len(impls), f"{workload.name} done")
-    return list(results.values())
-
-
-def _time_metric(tasks: dict, workload: Workload, device: str, metric: str, peak: float | None,
-                 policy: RepeatPolicy, results: dict) -> None:
-    """First call, warm-up, interleaved timing, memory and solver statistics for one metric."""
-    sync = synchronizer(device)
-    calls, numbers = {}, {}
-    for name, task in tasks.items():
-        call = task.steps[metric]
-        result = results[name, metric]
-        try:
+                continue
+            result = results[name, metric]
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                result["first_call_s"] = measure(call, sync)
+                try:
+                    result["first_call_s"] = measure(task.steps[metric], sync)
+                    ready.calls[metric][name] = task.steps[metric]
+                except Exception as exc:
+                    _mark(results, name, [metric], "failed", f"first call: {one_line(exc)}")
+            result["warnings"] = _first_lines(caught)
+    return ready
+
+
+def _time(ready: Prepared, peak: float | None, policy: RepeatPolicy,
+          report: Callable[[int, str], None]) -> None:
+    """Warm-up, interleaved timing, memory and solver statistics, metric by metric; then the
+    ratios to the baseline."""
+    impls = len({name for name, _ in ready.results})
+    for index, metric in enumerate(ready.workload.metrics):
+        report(index * impls, f"{ready.workload.name} {metric}")
+        _time_metric(ready, metric, peak, policy)
+    _ratios(ready.results)
+    report(len(ready.workload.metrics) * impls, f"{ready.workload.name} done")
+
+
+def _time_metric(ready: Prepared, metric: str, peak: float | None, policy: RepeatPolicy) -> None:
+    sync = synchronizer(ready.device)
+    pinned = torch.get_num_threads()
+    results, calls, numbers = ready.results, {}, {}
+    for name, call in ready.calls[metric].items():
+        result = results[name, metric]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
                 numbers[name] = warm_up(call, sync)
-            calls[name] = call
-        except Exception as exc:
-            _mark(results, name, [metric], "failed", f"first call: {one_line(exc)}")
-        result["warnings"] = sorted({str(w.message).splitlines()[0] for w in caught})[:MAX_WARNINGS]
+                calls[name] = call
+            except Exception as exc:
+                _mark(results, name, [metric], "failed", f"warm-up: {one_line(exc)}")
+        result["warnings"] = _first_lines(caught, result["warnings"])
     with warnings.catch_warnings():
-        # Recorded from the first call and warm-up above; repeating them would flood the output.
+        # Recorded from the first call and warm-up; repeating them would flood the output.
         warnings.simplefilter("ignore")
         samples, errors = measure_interleaved(calls, numbers, sync, policy)
+        # The count in effect while timed: an implementation may have changed torch's.
+        used = torch.get_num_threads()
         for name in calls:
             if name in errors:
                 _mark(results, name, [metric], "failed", f"timed call: {one_line(errors[name])}")
                 continue
             try:
-                memory = peak_memory_bytes(calls[name], device)
+                memory = peak_memory_bytes(calls[name], ready.device)
             except Exception as exc:
                 _mark(results, name, [metric], "failed", f"memory call: {one_line(exc)}")
                 continue
-            results[name, metric].update(_numbers(workload, metric, summarize(samples[name], numbers[name]),
-                                                  peak, memory, tasks[name].solver_stats()))
+            results[name, metric].update(
+                _numbers(ready.workload, metric, summarize(samples[name], numbers[name]), peak,
+                         memory, ready.tasks[name].solver_stats()), threads=used)
+            if used != pinned:
+                results[name, metric]["warnings"].append(
+                    f"torch's thread count changed from {pinned} to {used} while timed")
+    torch.set_num_threads(pinned)
+
+
+def _first_lines(caught, earlier: list[str] = ()) -> list[str]:
+    """The distinct first lines of the warnings caught (after `earlier` ones), at most MAX_WARNINGS."""
+    lines = dict.fromkeys([*earlier, *(str(w.message).splitlines()[0] for w in caught)])
+    return list(lines)[:MAX_WARNINGS]
 
 
 def _numbers(workload: Workload, metric: str, summary, peak: float | None, memory: int | None,
@@ -188,6 +292,8 @@ def _numbers(workload: Workload, metric: str, summary, peak: float | None, memor
         "status": "ok",
         "median_s": summary.median_s,
         "iqr_s": summary.iqr_s,
+        "samples_s": list(summary.samples_s),
+        "noisy": is_noisy(summary.median_s, summary.iqr_s),
         "repeats": summary.repeats,
         "number": summary.number,
         "flops": flops,
@@ -204,10 +310,18 @@ def _numbers(workload: Workload, metric: str, summary, peak: float | None, memor
 
 
 def _ratios(results: dict) -> None:
+    """vs_native, its interval and verdict, for results that ran, as the baseline did, and
+    conform, as the baseline does (a ratio to or of wrong numbers is no speed-up)."""
     for (name, metric), result in results.items():
         base = results.get((BASELINE, metric))
-        if result["status"] == "ok" and base and base["status"] == "ok":
-            result["vs_native"] = base["median_s"] / result["median_s"]
+        if not (result["status"] == "ok" and base and base["status"] == "ok"):
+            continue
+        if result["conforms"] is False or base["conforms"] is False:
+            continue
+        result["vs_native"] = base["median_s"] / result["median_s"]
+        interval = ratio_interval([(base["samples_s"], result["samples_s"])])
+        result["vs_native_ci"] = None if interval is None else list(interval)
+        result["vs_native_verdict"] = verdict(interval)
 
 
 def _result(impl: Implementation, workload: Workload, device: str, metric: str) -> dict:
@@ -217,10 +331,13 @@ def _result(impl: Implementation, workload: Workload, device: str, metric: str) 
         "device": torch.device(device).type, "dtype": workload.dtype,
         "threads": torch.get_num_threads(), "batch": workload.batch, "steps": workload.steps,
         "metric": metric, "status": None, "reason": None,
-        "median_s": None, "iqr_s": None, "repeats": 0, "number": None, "first_call_s": None,
+        "conforms": None, "conformance_note": "not checked: not timed",
+        "median_s": None, "iqr_s": None, "samples_s": [], "noisy": None, "repeats": 0,
+        "number": None, "first_call_s": None,
         "flops": workload.flops(metric), "flops_no_input_gemm": workload.flops(metric, input_gemm=False),
         "gflops": None, "gflops_no_input_gemm": None, "peak_gflops": None, "peak_fraction": None,
-        "vs_native": None, "tokens_per_s": None, "peak_mem_bytes": None, "solver": None,
+        "vs_native": None, "vs_native_ci": None, "vs_native_verdict": None,
+        "tokens_per_s": None, "peak_mem_bytes": None, "solver": None,
         "warnings": [],
     }
 
@@ -256,8 +373,8 @@ def skip_reason(impl: Implementation, workload: Workload, device: str, metric: s
     pytest-benchmark suites, which skip such combinations with this reason)."""
     if metric not in workload.metrics:
         return f"workload {workload.name} does not time {metric}"
-    verdict = availability(impl, workload, device)
-    if verdict:
-        return f"{impl.name}: {verdict[0]}: {verdict[1]}"
+    blocked = availability(impl, workload, device)
+    if blocked:
+        return f"{impl.name}: {blocked[0]}: {blocked[1]}"
     missing = missing_features(impl, workload, device, metric)
     return f"{impl.name} does not support {', '.join(missing)}" if missing else None

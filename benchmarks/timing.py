@@ -10,16 +10,22 @@
   rotated per round, so drift (thermal, other processes) hits all of them alike.
 - Rounds continue until every candidate has `min_repeats` samples and the time budget is spent
   (or `max_repeats` is reached); the summary is the median and the interquartile range.
-- Peak memory: CUDA `max_memory_allocated` above what was allocated before the call; on CPU the
-  growth of the resident set's high-water mark (Linux /proc, reset through clear_refs) — an
-  estimate, since allocators keep freed memory around.
+- Every sample is kept (`Summary.samples_s`, seconds per call), so intervals and rank tests can
+  be computed from the raw data later (`rnnbench.benchmarks.noise`, `rnnbench compare`).
+- Peak memory: the most bytes the call had allocated at once above what was allocated before it.
+  CUDA: `max_memory_allocated`. CPU: the allocation and free events torch's profiler records for
+  the call (every tensor torch allocates, in whatever thread or compiled kernel), summed in
+  order; memory outside torch's allocator (NumPy, a C++ extension's own `malloc`) is not seen.
 - The machine's fp32 GEMM peak is measured once per run and thread count: a square matmul grown
-  until one call takes `GEMM_TARGET_S`, best of a few.
+  until one call takes `GEMM_TARGET_S`, then timed `GEMM_RUNS` times; the peak is the median of
+  those rates, with their IQR as its spread (the best of them would flatter a busy machine).
 """
 from __future__ import annotations
 
 import math
+import os
 import statistics
+import sys
 from collections.abc import Callable, Hashable
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -30,6 +36,7 @@ import torch
 MIN_SAMPLE_S = 1e-3
 WARMUP_S = 0.05
 GEMM_TARGET_S = 0.02
+GEMM_RUNS = 7
 GEMM_MAX_N = {"cpu": 4096, "cuda": 8192}  # 8192: ~1.1 TFLOP, enough to saturate any GPU
 
 
@@ -49,19 +56,27 @@ class RepeatPolicy:
 
 @dataclass(frozen=True)
 class Summary:
-    """Median and interquartile range of per-call times, from `repeats` samples of `number` calls."""
+    """Median and interquartile range of per-call times, from `repeats` samples of `number`
+    calls each; `samples_s` are the samples themselves (seconds per call, in the order taken)."""
 
     median_s: float
     iqr_s: float
     repeats: int
     number: int
+    samples_s: tuple[float, ...] = ()
 
 
 def summarize(samples: list[float], number: int) -> Summary:
-    if len(samples) < 2:
-        return Summary(samples[0], 0.0, len(samples), number)
-    q1, _, q3 = statistics.quantiles(samples, n=4, method="inclusive")
-    return Summary(statistics.median(samples), q3 - q1, len(samples), number)
+    median, iqr = median_and_iqr(samples)
+    return Summary(median, iqr, len(samples), number, tuple(samples))
+
+
+def median_and_iqr(values: list[float]) -> tuple[float, float]:
+    """The median and the interquartile range (0 for a single value)."""
+    if len(values) < 2:
+        return values[0], 0.0
+    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return statistics.median(values), q3 - q1
 
 
 @contextmanager
@@ -139,7 +154,8 @@ def measure_interleaved(calls: dict[Hashable, Callable[[], object]], numbers: di
 
 
 def peak_memory_bytes(fn: Callable[[], object], device: str) -> int | None:
-    """Memory one call of `fn` needs above what was in use before it; None where unknown."""
+    """Memory one call of `fn` allocates at its peak above what was allocated before it; None
+    where unknown."""
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
@@ -147,36 +163,48 @@ def peak_memory_bytes(fn: Callable[[], object], device: str) -> int | None:
         fn()
         torch.cuda.synchronize()
         return torch.cuda.max_memory_allocated() - before
-    if not _reset_rss_peak():
-        return None
-    before = _proc_status_kib("VmRSS")
-    fn()
-    return max(0, _proc_status_kib("VmHWM") - before) * 1024
+    return cpu_peak_bytes(fn)
 
 
-def _reset_rss_peak() -> bool:
-    # Writing 5 to clear_refs resets VmHWM to the current RSS (Linux >= 4.0).
+def cpu_peak_bytes(fn: Callable[[], object]) -> int:
+    """The highest running total of the bytes torch allocated (positive) and freed (negative)
+    during one call of `fn`, from the profiler's memory events in the order they happened."""
+    from torch.profiler import ProfilerActivity, profile
+
+    # Quiet: the profiler's C++ side prints a line on start and stop, and warns about blocks
+    # freed during the call that were allocated before it (those frees are left out, rightly).
+    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as recorder:
+        fn()
+    events = sorted((e.start_ns(), e.nbytes()) for e in recorder.profiler.kineto_results.events()
+                    if e.name() == "[memory]")
+    peak = running = 0
+    for _, nbytes in events:
+        running += nbytes
+        peak = max(peak, running)
+    return peak
+
+
+@contextmanager
+def _quiet_stderr():
+    """File descriptor 2 sent to /dev/null for the block (output written by C++ code too)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
     try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
-def _proc_status_kib(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise OSError(f"/proc/self/status has no {field}")
-
-
-def gemm_peak(device: str = "cpu", dtype: torch.dtype = torch.float32, repeats: int = 10) -> dict:
+def gemm_peak(device: str = "cpu", dtype: torch.dtype = torch.float32, runs: int = GEMM_RUNS) -> dict:
     """This machine's measured square-GEMM rate at the current thread count.
 
     The matrix grows (doubling from 256) until one multiply takes GEMM_TARGET_S or reaches the
-    device's cap; the peak is the best of `repeats` timings at that size.
+    device's cap; that multiply is then timed `runs` times. "gflops" is the median rate,
+    "iqr_gflops" its interquartile range, "samples" every rate.
     """
     kind = torch.device(device).type
     sync = synchronizer(device)
@@ -190,13 +218,16 @@ def gemm_peak(device: str = "cpu", dtype: torch.dtype = torch.float32, repeats: 
         if seconds >= GEMM_TARGET_S or n >= GEMM_MAX_N[kind]:
             break
         n *= 2
-    best = min(measure(lambda: torch.mm(a, b, out=out), sync) for _ in range(repeats))
+    samples = [2 * n**3 / measure(lambda: torch.mm(a, b, out=out), sync) / 1e9 for _ in range(runs)]
+    median, iqr = median_and_iqr(samples)
     return {
         "device": kind,
         "dtype": str(dtype).removeprefix("torch."),
         "threads": torch.get_num_threads(),
         "n": n,
-        "gflops": 2 * n**3 / best / 1e9,
+        "gflops": median,
+        "iqr_gflops": iqr,
+        "samples": samples,
         # On CUDA, fp32 matmuls may run as TF32; the peak is only comparable when this matches.
         "tf32": torch.backends.cuda.matmul.allow_tf32 if kind == "cuda" else None,
     }

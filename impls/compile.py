@@ -6,8 +6,8 @@ recompiles for every new length; compiling one step costs more per call than it 
 measured, see /work/shared/anchors.md). So a sequence runs as compiled chunks of CHUNK_SIZES
 steps, largest first, and the few steps left over (fewer than the smallest chunk) run the same
 loop eagerly: 100 steps = 6 x 16 + 1 x 4, 50 steps = 3 x 16 + 2 eager steps. That is at most
-len(CHUNK_SIZES) graphs per configuration, whatever the length, each unrolling a fixed number of
-steps. A cell is one step, so cells run eagerly: there is no compiled code worth its call cost.
+len(CHUNK_SIZES) graphs per configuration, whatever the length or the sizes (see `_compiled`),
+each unrolling a fixed number of steps. A cell is one step, so cells run eagerly: there is no compiled code worth its call cost.
 The input projection of all steps is one eager GEMM before the loop.
 
 A chunk takes its steps' inputs as a list of tensors and returns its outputs as a list, not as
@@ -49,15 +49,19 @@ RECOMPILE_LIMIT = 256
 
 
 @contextlib.contextmanager
-def _recompile_budget():
+def _dynamo_settings():
+    """The recompile budget raised, and parameters' sizes as dynamic as other tensors' (torch
+    keeps a parameter's sizes static by default: GRU's b_hh, passed as it is, would make every
+    hidden size a graph of its own; see `_compiled`)."""
     # Set and restored by hand: torch._dynamo.config.patch costs 4x as much (~50 us).
     config = torch._dynamo.config
-    saved = config.recompile_limit
-    config.recompile_limit = max(saved, RECOMPILE_LIMIT)
+    saved = config.recompile_limit, config.force_parameter_static_shapes
+    config.recompile_limit = max(saved[0], RECOMPILE_LIMIT)
+    config.force_parameter_static_shapes = False
     try:
         yield
     finally:
-        config.recompile_limit = saved
+        config.recompile_limit, config.force_parameter_static_shapes = saved
 
 
 # Inductor options, for these graphs only:
@@ -76,8 +80,17 @@ INDUCTOR_OPTIONS = {"cpp.use_decompose_tanh": True, "cpp.min_chunk_size": 32768}
 
 @functools.cache
 def _compiled():
-    """_loop.run_list compiled, created on first use: importing torch._dynamo is slow."""
-    return torch.compile(_loop.run_list, fullgraph=True, options=INDUCTOR_OPTIONS)
+    """_loop.run_list compiled, created on first use: importing torch._dynamo is slow.
+
+    Sizes are symbolic from the first compile (`dynamic=True`): batch, hidden and projection
+    sizes are variables of the kernels, not constants in their source, so a configuration's
+    graph and its C++ kernels are built once for every size instead of once for the first size
+    met and again for the rest (torch's default). A workload checked at a small batch and then
+    timed at its own, or a conformance suite that varies the sizes, compiles each configuration
+    once. Side by side with static shapes at the goals workloads the steady state did not
+    differ. Sizes 0 and 1 (a batch of one) are still compiled apart, as torch specialises them.
+    """
+    return torch.compile(_loop.run_list, fullgraph=True, dynamic=True, options=INDUCTOR_OPTIONS)
 
 
 def reset() -> None:
@@ -121,7 +134,7 @@ class CompiledBackend(Backend):
         # In processing order: the reverse direction starts at the last step.
         inputs = _loop.project_input(family, x, w_ih, b_ih, b_hh).unbind(0)[::-1 if reverse else 1]
         outputs, position = [], 0
-        with _recompile_budget():
+        with _dynamo_settings():
             for size in chunks(len(inputs)):
                 # The leftover steps (fewer than a chunk) run eagerly.
                 run = compiled if size in CHUNK_SIZES else _loop.run_list

@@ -50,6 +50,26 @@ def write_atomic(path: str | os.PathLike, data: bytes) -> Path:
     return path
 
 
+def check_writable(path: str | os.PathLike, option: str, folder: bool = False) -> None:
+    """Fail now, before any work, when `path` (a file, or a folder with `folder=True`) cannot be
+    written: UsageError naming `option`. A file is tried in the nearest folder that exists on
+    the way and removed at once; nothing else is created."""
+    path = Path(path)
+    where = path if folder else path.parent
+    if path.is_dir() and not folder:
+        raise UsageError(f"{option} {path}: is a folder, not a file")
+    existing = next((p for p in (where, *where.parents) if p.exists()), Path("."))
+    if not existing.is_dir():
+        what = "is" if existing == path else f"{existing} is"
+        raise UsageError(f"{option} {path}: {what} a file, not a folder")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".rnnbench-probe-", dir=existing)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: cannot write there ({exc.strerror or exc})") from None
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)

@@ -23,6 +23,7 @@ from rnnbench.impls.base import Implementation
 from rnnbench.impls.registry import one_line
 from rnnbench.reference import Config, init_spec, param_shapes
 from rnnbench.suites import parammap
+from rnnbench.suites.layers import blocks
 from rnnbench.suites.parammap import ParamMap
 from rnnbench.suites.results import Finding
 
@@ -97,12 +98,17 @@ class Subject:
         if all(shapes.get(name) == shape for name, shape in spec.items()):
             return parammap.identity(cfg)
         try:
-            if self.impl.param_map:
-                return parammap.from_user(cfg, shapes, dict(self.impl.param_map))
-            return parammap.resolve(cfg, shapes, self._roles())
+            pmap = (parammap.from_user(cfg, shapes, dict(self.impl.param_map)) if self.impl.param_map
+                    else parammap.resolve(cfg, shapes, self._roles()))
         except parammap.MappingError as exc:
             raise Finding(f"cannot match the module's parameters to torch.nn's: {exc}",
                           "param_names") from None
+        # Only a bias can be missing (and held at zero); a missing weight is a missing layer.
+        lacking = [name for name in pmap.missing if not blocks(cfg)[name].startswith("bias")]
+        if lacking:
+            raise Finding(f"state_dict lacks {_listed(lacking)}; it has {_listed(list(shapes))}",
+                          "param_names", parameter=lacking[0])
+        return pmap
 
     def _roles(self) -> dict:
         """The roles of the state_dict keys, learnt once per process on the probe module."""
@@ -222,6 +228,11 @@ def params_of(module: torch.nn.Module, cfg: Config, pmap: ParamMap) -> dict[str,
     values = spec_state(module, cfg, pmap)
     return {name: to_numpy(values[name]) if name in values else np.zeros(shape)
             for name, shape in param_shapes(cfg).items()}
+
+
+def _listed(names: list[str], limit: int = 4) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
 def draw_params(cfg: Config, rng: np.random.Generator) -> dict[str, np.ndarray]:

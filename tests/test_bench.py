@@ -1,4 +1,6 @@
 import json
+import os
+import statistics
 
 import pytest
 import torch
@@ -6,9 +8,10 @@ from torch import nn
 
 from rnnbench import cli
 from rnnbench.benchmarks import runner
+from rnnbench.benchmarks.machine import Usage
 from rnnbench.benchmarks.runner import run_benchmarks, skip_reason
-from rnnbench.benchmarks.timing import (RepeatPolicy, measure_interleaved, peak_memory_bytes,
-                                        summarize)
+from rnnbench.benchmarks.timing import (RepeatPolicy, gemm_peak, measure_interleaved,
+                                        peak_memory_bytes, summarize)
 from rnnbench.benchmarks.workloads import (METRICS, Workload, load_workloads, preset_names,
                                            workload_from_dict)
 from rnnbench.errors import UsageError
@@ -18,7 +21,9 @@ from rnnbench.results import BENCH_SCHEMA, STATUSES, read_json, write_json
 
 TINY = {"name": "tiny-rnn", "config": {"kind": "rnn", "input_size": 3, "hidden_size": 4},
         "batch": 2, "steps": 3, "budget_s": 0.01, "min_repeats": 3}
-FAKE_PEAK = {"device": "cpu", "dtype": "float32", "threads": 1, "n": 1, "gflops": 50.0, "tf32": None}
+FAKE_PEAK = {"device": "cpu", "dtype": "float32", "threads": 1, "n": 1, "gflops": 50.0,
+             "iqr_gflops": 1.0, "samples": [49.0, 50.0, 51.0], "tf32": None}
+QUIET = Usage(others_fraction=0.0, steal_fraction=0.0)
 # The fields every result carries (the contract in notes/apis.md).
 RESULT_FIELDS = {"impl", "kind", "workload", "device", "dtype", "metric", "median_s", "iqr_s",
                  "repeats", "gflops", "peak_fraction", "first_call_s", "tokens_per_s",
@@ -26,9 +31,11 @@ RESULT_FIELDS = {"impl", "kind", "workload", "device", "dtype", "metric", "media
 
 
 @pytest.fixture(autouse=True)
-def fixed_peak(monkeypatch):
-    # The GEMM peak takes a second to measure and is a number we want to know exactly here.
+def fixed_machine(monkeypatch):
+    # The GEMM peak takes a second to measure and is a number we want to know exactly here; the
+    # machine's load is whatever the test says, not whatever else runs on it.
     monkeypatch.setattr(runner, "gemm_peak", lambda device: dict(FAKE_PEAK))
+    monkeypatch.setattr(runner, "measure_usage", lambda: QUIET)
 
 
 def tiny(**changes) -> Workload:
@@ -418,3 +425,272 @@ def test_bench_usage_errors_exit_2_with_one_line(argv, message, capsys):
 def test_bench_on_cuda_without_a_gpu_exits_2(capsys):
     assert cli.main(["bench", "--device", "cuda"]) == 2
     assert "no CUDA device" in capsys.readouterr().err
+
+
+# --- noise, conformance and the environment, per result (rnnbench.bench/2) ------------------
+
+class OneLayerOnly(nn.RNN):
+    """A from-scratch mistake: whatever num_layers says, only the first layer runs (its output
+    is the module's), so every number past layer 0 is wrong."""
+
+    def forward(self, x, hx=None):
+        output, h_n = super().forward(x, hx)
+        return output * 1.05, h_n
+
+
+class SetsThreads(nn.RNN):
+    def forward(self, *args):
+        torch.set_num_threads(1)
+        return super().forward(*args)
+
+
+def test_every_result_keeps_its_raw_samples_and_its_median_is_theirs():
+    doc = run_benchmarks([impl("native")], [tiny(min_repeats=6)], threads=1)
+    for r in doc["results"]:
+        assert len(r["samples_s"]) == r["repeats"] >= 6
+        assert r["median_s"] == pytest.approx(statistics.median(r["samples_s"]))
+        assert r["noisy"] == (r["iqr_s"] > 0.10 * r["median_s"])
+
+
+def test_a_non_conforming_implementation_is_timed_but_never_a_speed_up():
+    doc = run_benchmarks([impl("native"), impl("wrong", rnn=OneLayerOnly)], [tiny()], threads=1)
+    for metric in ("forward", "forward_backward"):
+        wrong, native = results_by(doc, "wrong", metric), results_by(doc, "native", metric)
+        assert wrong["status"] == "ok" and wrong["median_s"] > 0
+        assert wrong["conforms"] is False and "differs from the reference" in wrong["conformance_note"]
+        assert wrong["vs_native"] is wrong["vs_native_ci"] is wrong["vs_native_verdict"] is None
+        assert native["conforms"] is True and native["conformance_note"] is None
+
+
+def test_a_conforming_implementation_gets_a_ratio_with_an_interval_and_a_verdict():
+    doc = run_benchmarks([impl("native"), impl("same")], [tiny(min_repeats=9)], threads=1)
+    same = results_by(doc, "same")
+    low, high = same["vs_native_ci"]
+    assert low <= high and same["conforms"] is True
+    expected = "faster" if low > 1 else "slower" if high < 1 else "within_noise"
+    assert same["vs_native_verdict"] == expected
+
+
+def test_an_implicit_model_is_checked_against_its_reference_in_float64():
+    from rnnbench.impls.implicit import IMPLEMENTATION
+    w = workload_from_dict({"name": "imp", "config": {"kind": "implicit", "input_size": 2, "hidden_size": 4,
+                                                      "implicit_size": 3, "output_size": 1},
+                            "batch": 2, "steps": 3, "budget_s": 0.01, "min_repeats": 3,
+                            "metrics": ["forward"]})
+    assert results_by(run_benchmarks([IMPLEMENTATION], [w], threads=1), "implicit")["conforms"] is True
+    no_float64 = Implementation(name="no64", kinds=IMPLEMENTATION.kinds,
+                                unsupported=frozenset({"float64"}))
+    unchecked = results_by(run_benchmarks([no_float64], [w], threads=1), "no64")
+    assert unchecked["status"] == "ok" and unchecked["conforms"] is None
+    assert unchecked["conformance_note"] == "not checked: needs float64, which no64 declares unsupported"
+
+
+def test_the_thread_count_recorded_is_the_one_in_effect(monkeypatch):
+    torch.set_num_threads(2)
+    doc = run_benchmarks([impl("native")], [tiny()], threads=1)
+    assert doc["threads"] == doc["environment"]["threads"] == 1
+    assert {r["threads"] for r in doc["results"]} == {1}
+    changed = run_benchmarks([impl("native"), impl("sets", rnn=SetsThreads)],
+                             [tiny(metrics=["forward"])], threads=2)
+    result = results_by(changed, "sets")
+    assert result["threads"] == 1
+    assert "torch's thread count changed from 2 to 1 while timed" in result["warnings"]
+    assert torch.get_num_threads() == 2
+
+
+def test_the_machine_check_is_in_the_document_and_says_when_it_is_busy(monkeypatch):
+    quiet = run_benchmarks([impl("native")], [tiny()], threads=1)["machine_check"]
+    assert quiet["busy"] is False and quiet["reasons"] == []
+    assert quiet["peak_gflops_samples"] == FAKE_PEAK["samples"]
+    assert quiet["peak_gflops_median"] == FAKE_PEAK["gflops"] and quiet["cores"] >= 1
+    monkeypatch.setattr(runner, "measure_usage", lambda: Usage(0.9, 0.2))
+    busy = run_benchmarks([impl("native")], [tiny()], threads=1)["machine_check"]
+    assert busy["busy"] is True and len(busy["reasons"]) == 2
+    assert busy["steal_fraction"] == 0.2
+
+
+def test_with_wait_everything_is_prepared_before_the_machine_is_checked_and_timed(monkeypatch):
+    events = []
+
+    class Logged(nn.RNN):
+        def forward(self, *args):
+            events.append("call")
+            return super().forward(*args)
+
+    monkeypatch.setattr(runner, "measure_usage", lambda: events.append("machine check") or QUIET)
+    run_benchmarks([impl("native", rnn=Logged)], [tiny(), tiny(name="second")], threads=1,
+                   wait=lambda: events.append("wait"))
+    waited = events.index("wait")
+    # Before waiting: each workload's pre-check and one first call per metric, nothing more.
+    assert events[:waited].count("call") <= 2 * 3 and "machine check" not in events[:waited]
+    assert events[waited + 1] == "machine check" and events.count("call") > 2 * (waited + 5)
+
+
+def test_cpu_peak_memory_is_the_most_allocated_at_once_during_the_call():
+    mib = 2**20
+
+    def allocate():
+        first = torch.ones(16 * mib // 4)
+        second = torch.ones(8 * mib // 4)
+        del first
+        third = torch.ones(4 * mib // 4)
+        return second, third
+
+    kept = torch.ones(32 * mib // 4)  # allocated before: not part of the call's peak
+    measured = peak_memory_bytes(allocate, "cpu")
+    assert 24 * mib <= measured < 24 * mib + 64 * 1024
+    assert kept.numel()
+
+
+def test_the_gemm_peak_is_the_median_of_its_runs_with_their_spread():
+    peak = gemm_peak("cpu", runs=5)
+    assert len(peak["samples"]) == 5
+    assert peak["gflops"] == statistics.median(peak["samples"])
+    q1, _, q3 = statistics.quantiles(peak["samples"], n=4, method="inclusive")
+    assert peak["iqr_gflops"] == pytest.approx(q3 - q1)
+
+
+# --- the command: table, markings, early errors ------------------------------------------------
+
+WRONG_FILE = """
+from torch import nn
+
+class OneLayerOnly(nn.RNN):
+    def forward(self, x, hx=None):
+        output, h_n = super().forward(x, hx)
+        return output * 1.05, h_n
+"""
+
+
+def test_bench_marks_non_conforming_results(workload_file, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "wrong.py").write_text(WRONG_FILE)
+    code = cli.main(["bench", "--impl", "native,wrong.py:OneLayerOnly", "--kind", "rnn",
+                     "--workload", workload_file, "--threads", "1"])
+    assert code == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("wrong.py")]
+    assert len(rows) == 2 and all("non-conforming" in row for row in rows)
+    assert ("wrong.py:OneLayerOnly: non-conforming: output differs from the reference"
+            in " ".join(out.split()))
+    assert "2 non-conforming" in out
+    assert max(len(line) for line in out.splitlines()) <= 100
+
+
+def test_vs_native_cells_never_show_a_speed_up_that_is_not_one():
+    from rnnbench.commands.bench import vs_native
+    ok = {"status": "ok", "impl": "mine", "conforms": True, "vs_native": 1.3,
+          "vs_native_ci": [1.2, 1.4], "vs_native_verdict": "faster"}
+    assert vs_native(ok) == "1.30x (1.20-1.40)"
+    assert vs_native({**ok, "vs_native_ci": [0.9, 1.6], "vs_native_verdict": "within_noise"}) \
+        == "≈ native (within noise)"
+    assert vs_native({**ok, "conforms": False, "vs_native": None}) == "non-conforming"
+    assert vs_native({**ok, "impl": "native"}) == "baseline"
+    assert vs_native({**ok, "vs_native_ci": None, "vs_native_verdict": None}) == "1.30x (no interval)"
+
+
+def test_bench_says_a_busy_machine_in_its_first_line(workload_file, monkeypatch, capsys):
+    monkeypatch.setattr(runner, "measure_usage", lambda: Usage(0.8, 0.0))
+    assert cli.main(["bench", "--impl", "native", "--workload", workload_file, "--threads", "1"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == "BUSY MACHINE, timings less reliable: other processes used 80% of " \
+                    f"{os.cpu_count()} cores"
+
+
+def test_bench_on_a_quiet_machine_says_nothing_of_the_sort(workload_file, capsys):
+    assert cli.main(["bench", "--impl", "native", "--workload", workload_file, "--threads", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "BUSY" not in out and "measured fp32 GEMM peak 50.0 GFLOP/s (median of 3 runs, IQR 2%)" in out
+
+
+def test_bench_with_threads_1_records_1_everywhere(workload_file, tmp_path):
+    out = tmp_path / "b.json"
+    assert cli.main(["bench", "--impl", "native", "--workload", workload_file, "--threads", "1",
+                     "--json", str(out)]) == 0
+    doc = read_json(out, (BENCH_SCHEMA,))
+    assert doc["environment"]["threads"] == doc["threads"] == 1
+    assert {r["threads"] for r in doc["results"]} == {1}
+
+
+@pytest.fixture
+def no_benchmarks(monkeypatch):
+    """Fails the test if any benchmark would be run."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("the benchmarks ran before the usage error")
+    monkeypatch.setattr(runner, "run_benchmarks", refuse)
+
+
+def unwritable_places(tmp_path):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    return {"a folder": str(tmp_path), "under a file": str(a_file / "out.json")}
+
+
+@pytest.mark.parametrize("place", ["a folder", "under a file"])
+def test_bench_json_that_cannot_be_written_fails_first(place, tmp_path, capsys, no_benchmarks):
+    path = unwritable_places(tmp_path)[place]
+    assert cli.main(["bench", "--impl", "native", "--json", path]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"rnnbench bench: error: --json {path}: ")
+
+
+@pytest.mark.parametrize("place", ["a folder", "under a file"])
+def test_coldstart_json_that_cannot_be_written_fails_first(place, tmp_path, capsys, monkeypatch):
+    from rnnbench.commands import coldstart
+    monkeypatch.setattr(coldstart, "cold_start", lambda *a, **k: pytest.fail("it ran"))
+    path = unwritable_places(tmp_path)[place]
+    assert cli.main(["coldstart", "--json", path]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--json {path}: " in err
+
+
+def test_run_out_that_is_a_file_fails_first(tmp_path, capsys, monkeypatch):
+    import rnnbench.suites
+    monkeypatch.setattr(rnnbench.suites, "conform", lambda *a, **k: pytest.fail("it ran"),
+                        raising=False)
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    assert cli.main(["run", "--out", str(a_file)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"rnnbench run: error: --out {a_file}: is a file, not a folder\n"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--impl", "eager", "--kind", "implicit"],
+     "nothing to measure on the implicit workloads: eager: provides no 'implicit'"),
+    (["--impl", "implicit", "--kind", "rnn"],
+     "nothing to measure on the rnn workloads: implicit: provides no 'rnn'"),
+])
+def test_bench_with_nothing_to_measure_is_a_usage_error(argv, message, capsys, no_benchmarks):
+    assert cli.main(["bench", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+class IgnoresLayersAndDirections(nn.RNN):
+    """The from-scratch mistake in the wild: one layer, one direction, whatever was asked."""
+
+    def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True,
+                 batch_first=False, dropout=0.0, bidirectional=False, device=None, dtype=None):
+        super().__init__(input_size, hidden_size, nonlinearity=nonlinearity, bias=bias,
+                         batch_first=batch_first, device=device, dtype=dtype)
+
+
+def test_an_rnn_that_ignores_num_layers_and_bidirectional_is_timed_as_non_conforming():
+    deep = tiny(config={"kind": "rnn", "input_size": 3, "hidden_size": 4, "num_layers": 2,
+                        "bidirectional": True})
+    doc = run_benchmarks([impl("native"), impl("scratch", rnn=IgnoresLayersAndDirections)], [deep],
+                         threads=1)
+    scratch = results_by(doc, "scratch")
+    assert scratch["status"] == "ok" and scratch["conforms"] is False
+    assert scratch["conformance_note"].startswith("state_dict lacks weight_ih_l0_reverse")
+    assert scratch["vs_native"] is None
+
+
+def test_a_cell_workload_is_pre_checked_too():
+    cell = workload_from_dict({"name": "cell", "config": {"kind": "gru_cell", "input_size": 3,
+                                                          "hidden_size": 4},
+                               "batch": 2, "budget_s": 0.01, "min_repeats": 3})
+    doc = run_benchmarks([Implementation(name="native", kinds={"gru_cell": nn.GRUCell})], [cell],
+                         threads=1)
+    assert {r["conforms"] for r in doc["results"]} == {True}

@@ -3,28 +3,35 @@
     rnnbench bench [--impl A,B,...] [--kind K] [--preset P | --workload FILE]
                    [--device cpu|cuda] [--threads N] [--budget S] [--json PATH]
 
-Prints a table (median, IQR, ratio vs native, GFLOP/s, % of the measured GEMM peak) and writes
-the rnnbench.bench/1 document with --json (after every workload, so an interrupted run keeps what
-it finished). Exit 0 when nothing failed, 1 when any implementation failed on any workload, 2 for
-a usage error.
+Prints one table per workload and metric (median, IQR, the ratio to native with its 95%
+interval, GFLOP/s, % of the measured GEMM peak, first call) and writes the rnnbench.bench/2
+document with --json (after every workload, so an interrupted run keeps what it finished). A
+ratio whose interval contains 1.0 reads "≈ native (within noise)"; a result that failed the
+forward pre-check reads "non-conforming" and is no speed-up; a busy machine is said on the first
+line. Exit 0 when nothing failed, 1 when any implementation failed on any workload, 2 for a
+usage error (a --json that cannot be written, or nothing to measure, among them).
 """
 from __future__ import annotations
 
 import sys
+import textwrap
 
 from tabulate import tabulate
 
+from rnnbench.benchmarks.machine import busy_line
 from rnnbench.benchmarks.workloads import load_workloads, preset_names
 from rnnbench.errors import UsageError
 from rnnbench.progress import StepCounter
 from rnnbench.reference import KINDS
 from rnnbench.reports import units
-from rnnbench.results import BASELINE, STATUSES, write_json
+from rnnbench.results import BASELINE, STATUSES, check_writable, write_json
 
 DEFAULT_PRESET = "quick"
 WORKLOAD_KINDS = KINDS + ("implicit",)
-# Solver statistics worth a column note (the rest stay in the JSON).
+# Solver statistics worth a note (the rest stay in the JSON).
 SOLVER_NOTES = ("forward_iterations", "backward_iterations", "unconverged")
+WITHIN_NOISE = f"≈ {BASELINE} (within noise)"
+WIDTH = 100
 
 
 def add_arguments(parser) -> None:
@@ -52,6 +59,8 @@ def run(args) -> int:
     from rnnbench.benchmarks.runner import run_benchmarks
     from rnnbench.impls import load, registered
 
+    if args.json:
+        check_writable(args.json, "--json")
     if args.device not in ("cpu", "cuda"):
         raise UsageError(f"--device must be cpu or cuda, got {args.device!r}")
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -74,11 +83,14 @@ def run(args) -> int:
             raise UsageError("--impl: no target given")
         # A bare constructor needs its kind; registered implementations are filtered by workload.
         impls = [load(t, args.kind if ":" in t else None) for t in targets]
-        if BASELINE not in {impl.name for impl in impls}:
+        asked = {impl.name for impl in impls}
+        if BASELINE not in asked:
             impls.insert(0, load(BASELINE))
     else:
         impls = list(registered().values())
+        asked = {impl.name for impl in impls}
     impls = list({impl.name: impl for impl in impls}.values())  # a target named twice runs once
+    _something_to_measure([impl for impl in impls if impl.name in asked], workloads, args.device)
 
     def checkpoint(doc: dict) -> None:
         if args.json:
@@ -92,26 +104,53 @@ def run(args) -> int:
     print(render(doc))
     counts = {status: sum(r["status"] == status for r in doc["results"]) for status in STATUSES}
     summary = ", ".join(f"{n} {status}" for status, n in counts.items())
+    flags = {"non-conforming": sum(r.get("conforms") is False for r in doc["results"]),
+             "noisy": sum(bool(r.get("noisy")) for r in doc["results"]),
+             "within noise": sum(r.get("vs_native_verdict") == "within_noise"
+                                 for r in doc["results"] if r["impl"] != BASELINE)}
+    summary += "".join(f", {n} {flag}" for flag, n in flags.items() if n)
     print(f"\n{summary}" + (f"; results written to {args.json}" if args.json else ""))
     return 1 if counts["failed"] else 0
 
 
+def _something_to_measure(asked: list, workloads: list, device: str) -> None:
+    """UsageError when none of the implementations asked for can run any of the workloads."""
+    from rnnbench.benchmarks.runner import availability
+
+    reasons = {}
+    for impl in asked:
+        blocked = [availability(impl, w, device) for w in workloads]
+        if not all(blocked):
+            return
+        reasons.setdefault(blocked[0][1], []).append(impl.name)
+    kinds = ", ".join(dict.fromkeys(w.kind for w in workloads))
+    raise UsageError(f"nothing to measure on the {kinds} workloads: "
+                     + "; ".join(f"{', '.join(names)}: {reason}" for reason, names in reasons.items()))
+
+
 def render(doc: dict) -> str:
-    """The document as text: the environment, the measured peak, one row per timed (or failed)
-    result, then what was not timed and why, one line per implementation and reason."""
+    """The document as text: a busy machine's warning first, the environment and the measured
+    peak, a table per workload and metric with the notes on its results under it, what was not
+    timed and why (one line per implementation and reason)."""
     env = doc["environment"]
-    peak = doc["peak_gflops"]
-    lines = [f"torch {env['torch']} on {env['gpu'] or env['cpu']} ({env['cores']} cores); "
-             f"device {doc['device']}, {doc['threads']} thread{'s' * (doc['threads'] != 1)}; measured fp32 GEMM peak "
-             + (f"{peak:.1f} GFLOP/s" if peak else "n/a"), ""]
+    peak, check = doc["peak_gflops"], doc.get("machine_check") or {}
+    busy = busy_line(check)
+    lines = [busy] if busy else []
+    lines.append(f"torch {env['torch']} on {env['gpu'] or env['cpu']} ({env['cores']} cores); "
+                 f"device {doc['device']}, {doc['threads']} thread{'s' * (doc['threads'] != 1)}")
+    lines += [_peak_line(peak, check), ""]
     timed = [r for r in doc["results"] if r["status"] in ("ok", "failed")]
-    rows = [[r["workload"], r["metric"], r["impl"], _seconds(r["median_s"]), _iqr(r),
-             _number(r["vs_native"], "{:.2f}x"), _number(r["gflops"], "{:.1f}"),
-             _number(r["peak_fraction"], "{:.0%}"), _seconds(r["first_call_s"]), _note(r)]
-            for r in timed]
-    lines.append(tabulate(rows, headers=["workload", "metric", "impl", "median", "IQR",
-                                         f"vs {BASELINE}", "GFLOP/s", "% peak", "first call", "note"],
-                          disable_numparse=True))
+    for (workload, metric), group in _grouped(timed).items():
+        rows = [[r["impl"], _median(r), _iqr(r), vs_native(r), _number(r["gflops"], "{:.1f}"),
+                 _number(r["peak_fraction"], "{:.0%}"), _seconds(r["first_call_s"])]
+                for r in group]
+        lines += [f"{workload}: {metric}",
+                  tabulate(rows, headers=["impl", "median", "IQR", f"vs {BASELINE}", "GFLOP/s",
+                                          "% peak", "first call"], disable_numparse=True)]
+        notes = dict.fromkeys(note for r in group for note in _notes(r))
+        lines += [textwrap.fill(note, WIDTH, initial_indent="  ", subsequent_indent="    ")
+                  for note in notes]
+        lines.append("")
     not_timed: dict[tuple, list[str]] = {}
     for r in doc["results"]:
         if r["status"] not in ("ok", "failed"):
@@ -125,24 +164,72 @@ def render(doc: dict) -> str:
     return "\n".join(lines)
 
 
-def _seconds(value: float | None) -> str:
-    return units.seconds(value) or "-"
+def _peak_line(peak: float | None, check: dict) -> str:
+    if not peak:
+        return "measured fp32 GEMM peak: n/a"
+    runs, iqr = len(check.get("peak_gflops_samples") or []), check.get("peak_gflops_iqr")
+    spread = f" (median of {runs} runs, IQR {iqr / peak:.0%})" if runs and iqr is not None else ""
+    return f"measured fp32 GEMM peak {peak:.1f} GFLOP/s{spread}"
+
+
+def _grouped(results: list[dict]) -> dict[tuple[str, str], list[dict]]:
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in results:
+        groups.setdefault((r["workload"], r["metric"]), []).append(r)
+    return groups
+
+
+def vs_native(result: dict) -> str:
+    """The ratio to the baseline as the table shows it: never a speed-up for a result that does
+    not conform, or whose interval contains 1.0."""
+    if result["status"] != "ok":
+        return "-"
+    if result.get("conforms") is False:
+        return "non-conforming"
+    if result["impl"] == BASELINE:
+        return "baseline"
+    ratio, interval = result["vs_native"], result.get("vs_native_ci")
+    if ratio is None:
+        return "-"
+    if result.get("vs_native_verdict") == "within_noise":
+        return WITHIN_NOISE
+    if interval:
+        return f"{ratio:.2f}x ({interval[0]:.2f}-{interval[1]:.2f})"
+    return f"{ratio:.2f}x (no interval)"
+
+
+def _median(result: dict) -> str:
+    return "failed" if result["status"] == "failed" else _seconds(result["median_s"])
 
 
 def _iqr(result: dict) -> str:
     if result["iqr_s"] is None or not result["median_s"]:
         return "-"
-    return f"{result['iqr_s'] / result['median_s']:.1%}"
+    return f"{result['iqr_s'] / result['median_s']:.0%}" + (" noisy" if result.get("noisy") else "")
+
+
+def _seconds(value: float | None) -> str:
+    return units.seconds(value) or "-"
 
 
 def _number(value: float | None, fmt: str) -> str:
     return "-" if value is None else fmt.format(value)
 
 
-def _note(result: dict) -> str:
+def _notes(result: dict) -> list[str]:
+    """One line per thing to know about a result: why it failed or does not conform, why it
+    was not checked, the solver's effort, the warnings it raised."""
+    impl = result["impl"]
     if result["status"] != "ok":
-        return f"{result['status']}: {result['reason']}"
-    notes = [f"solver {name} {value}" for name, value in (result["solver"] or {}).items()
-             if name in SOLVER_NOTES and value]
-    notes.extend(result["warnings"])
-    return "; ".join(notes)
+        return [f"{impl}: {result['status']}: {result['reason']}"]
+    notes = []
+    if result.get("conforms") is False:
+        notes.append(f"{impl}: non-conforming: {result['conformance_note']}")
+    elif result.get("conforms") is None and result.get("conformance_note"):
+        notes.append(f"{impl}: conformance {result['conformance_note']}")
+    solver = [f"{name} {value}" for name, value in (result["solver"] or {}).items()
+              if name in SOLVER_NOTES and value]
+    if solver:
+        notes.append(f"{impl}: solver {', '.join(solver)}")
+    notes.extend(f"{impl}: warning: {warning}" for warning in result["warnings"])
+    return notes

@@ -1,34 +1,55 @@
-"""`rnnbench run [--out DIR] [--quick-conformance]`: the main job, on an embedded default.
+"""`rnnbench run [--out DIR] [--full]`: the main job, on an embedded default.
 
 Three stages, each writing its results as soon as it is done, so an interrupted run keeps what
 finished: the conformance suite on every available built-in implementation
-(`DIR/conformance-<impl>.json`), the `quick` benchmark preset over all of them (`DIR/bench.json`,
-rewritten after every workload), and the report over those files (`DIR/report.md`,
-`DIR/index.html`). A one-screen summary closes the run. Exit 1 when any conformance check failed
-or errored or any benchmark failed, 0 otherwise.
+(`DIR/conformance-<impl>.json`; the suite's quick case list, the full one with --full), the
+`quick` benchmark preset over all of them (`DIR/bench.json`, rewritten after every workload),
+and the report over those files (`DIR/report.md`, `DIR/index.html`). A one-screen summary closes
+the run. Exit 1 when any conformance check failed or errored or any benchmark failed, 0
+otherwise, 2 when DIR cannot be written (said before any work).
+
+The stages share the machine where they can: conformance runs in child processes, WORKERS at a
+time, each implementation's kinds split between two of them (KIND_GROUPS); the implementations'
+availability (fused builds its kernels) is found out beside them; the benchmark stage builds its
+modules, compares each with the reference and makes every first call (where torch.compile
+compiles) while conformance still runs (its first-call times are taken beside it), and waits
+for it to finish before it measures the machine and times anything.
 """
 from __future__ import annotations
 
 import math
 import sys
+import textwrap
+import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from tabulate import tabulate
 
 from rnnbench.errors import UsageError
-from rnnbench.progress import StepCounter, tally
-from rnnbench.results import BASELINE, CONFORMANCE_SCHEMA, OUTCOMES, write_json
+from rnnbench.progress import LiveLine, tally
+from rnnbench.results import BASELINE, CONFORMANCE_SCHEMA, OUTCOMES, check_writable, write_json
 
 DEFAULT_OUT = Path("reports") / "latest"     # git-ignored
 PRESET = "quick"
+WIDTH = 100     # the summary fits in this many columns
+# Conformance children at a time: one per core of the 2-core machines this is sized for; each
+# child is a single busy thread most of the time.
+WORKERS = 2
+# An implementation's kinds are checked by two children at once, one per group, so that one slow
+# implementation keeps both cores busy: compile builds a graph per configuration, dtype and grad
+# mode, and with empty caches its gru checks take about as long as its rnn and lstm checks
+# together (its cells run eagerly and cost little). Kinds in no group join the last.
+KIND_GROUPS = (("rnn", "lstm"), ("rnn_cell", "lstm_cell", "gru_cell", "gru"))
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("--out", default=str(DEFAULT_OUT), metavar="DIR",
                         help=f"where results and the report go (default {DEFAULT_OUT})")
-    parser.add_argument("--quick-conformance", action="store_true",
-                        help="the conformance suite's quick case list (seconds, not a minute)")
+    parser.add_argument("--full", action="store_true",
+                        help="the conformance suite's full case list (the default is its quick "
+                             "list: every check, fewer configurations)")
 
 
 def run(args) -> int:
@@ -36,75 +57,192 @@ def run(args) -> int:
 
     started = time.perf_counter()
     out = Path(args.out)
+    check_writable(out, "--out", folder=True)
     impls = registered()
     builtins = {name: impls[name] for name in BUILTINS}
-    skipped = {name: reason for name, impl in builtins.items()
-               if (reason := impl.unavailable_reason())}
-    # A live counter on a terminal; logs (CI) get the stage lines only.
-    progress = StepCounter(sys.stdout)
-    files = [_conformance_stage(name, out, args.quick_conformance, progress)
-             for name in builtins if name not in skipped]
-    files.append(_bench_stage(list(builtins.values()), out, progress))
-    print("report ...", flush=True)
+    progress = StageProgress(sys.stdout)
+    stop = threading.Event()
+    slots = threading.Semaphore(WORKERS)
+    finding_out = ThreadPoolExecutor(max_workers=len(builtins))
+    checking = ThreadPoolExecutor(max_workers=len(builtins))
+    try:
+        reasons = {name: finding_out.submit(impl.unavailable_reason) for name, impl in builtins.items()}
+        conformance = {name: checking.submit(_conformance_stage, impl, reasons[name], out,
+                                             not args.full, progress, stop, slots)
+                       for name, impl in builtins.items()}
+        skipped = {name: reason for name, future in reasons.items() if (reason := future.result())}
+        bench = _bench_stage(list(builtins.values()), out, progress,
+                             wait=lambda: _finished(conformance))
+        files = [path for path in _finished(conformance).values() if path is not None]
+    except BaseException:
+        stop.set()      # the conformance children stop after their current check
+        raise
+    finally:
+        finding_out.shutdown(cancel_futures=True)
+        checking.shutdown(cancel_futures=True)
+    progress.print("report ...")
     from rnnbench.reports.load import load_inputs
     from rnnbench.reports.render import render_report
-    results = load_inputs(files)
+    results = load_inputs([*files, bench[0]])
     written = render_report(results, out)
-    print(summary(results, skipped, written, time.perf_counter() - started))
+    print(summary(results, skipped, written, bench[1], time.perf_counter() - started))
     failed = (any(c.outcome in ("failed", "error") for c in results.checks)
               or any(s.error for s in results.sources)
               or any(t.status == "failed" for t in results.timings))
     return 1 if failed else 0
 
 
-def _conformance_stage(name: str, out: Path, quick: bool, progress: StepCounter) -> Path:
-    from rnnbench.environment import capture
-    from rnnbench.suites import conform
+def _finished(stages: dict[str, Future]) -> dict[str, Path | None]:
+    """Wait for every stage; their results (a stage's exception is raised here)."""
+    return {name: future.result() for name, future in stages.items()}
 
-    if not progress.live:     # a terminal gets a live counter instead
-        print(f"conformance {name} ...", flush=True)
+
+class StageProgress:
+    """Progress of stages running at once: on a terminal one line with every running stage's
+    counter; everywhere the lines that stay (a stage started or finished)."""
+
+    def __init__(self, stream):
+        self.line = LiveLine(stream)
+        self.lock = threading.Lock()
+        self.running: dict[str, str] = {}
+
+    @property
+    def live(self) -> bool:
+        return self.line.live
+
+    def update(self, stage: str, text: str) -> None:
+        with self.lock:
+            self.running[stage] = text
+            self.line.show(" | ".join(self.running.values()))
+
+    def done(self, stage: str) -> None:
+        """The stage's counter leaves the line."""
+        with self.lock:
+            self.running.pop(stage, None)
+            self.line.show(" | ".join(self.running.values()))
+
+    def print(self, text: str) -> None:
+        with self.lock:
+            self.line.print(text)
+
+    def counter(self, stage: str):
+        """A `progress(done, total, label)` callback drawing this stage's counter."""
+        return lambda done, total, label: self.update(stage, f"[{done}/{total}] {label}")
+
+
+def kind_groups(kinds) -> list[list[str]]:
+    """`kinds` split by KIND_GROUPS (the last group takes the kinds in none); no empty group."""
+    grouped = [[kind for kind in kinds if kind in group] for group in KIND_GROUPS]
+    grouped[-1] += [kind for kind in kinds if not any(kind in group for group in KIND_GROUPS)]
+    return [group for group in grouped if group]
+
+
+def _conformance_stage(impl, reason: Future, out: Path, quick: bool, progress: StageProgress,
+                       stop: threading.Event, slots: threading.Semaphore) -> Path | None:
+    """The conformance document of one built-in, its kind groups checked at once, written to
+    DIR; None when it is unavailable."""
+    name = impl.name
+    if reason.result():
+        return None
     started = time.perf_counter()
-    try:
-        doc = conform(name, quick=quick, progress=lambda result, done, total:
-                      progress(done, total, f"{name} {result.check}"))
-    except UsageError as exc:
-        # A built-in that cannot even be checked must not cost the other stages their results:
-        # the document says so ("error"), the report shows it and the run exits 1.
-        doc = {"schema": CONFORMANCE_SCHEMA, "target": name, "environment": capture(),
-               "summary": {}, "results": [], "error": str(exc)}
+    if not progress.live:     # a terminal gets a live counter instead
+        progress.print(f"conformance {name} ...")
+    groups = kind_groups(impl.kinds)
+    with ThreadPoolExecutor(max_workers=len(groups)) as pool:
+        docs = list(pool.map(lambda numbered: _conformance_group(
+            name, numbered[1], quick, progress.counter(f"{name} {numbered[0] + 1}/{len(groups)}"),
+            stop, slots), enumerate(groups)))
+    doc = merged(docs)
     path = out / f"conformance-{name}.json"
     write_json(path, doc)
-    if doc.get("interrupted"):      # conform() catches Ctrl-C to keep its results; stop here
+    if doc.get("interrupted"):
         raise KeyboardInterrupt
-    progress.close()
     said = f"could not run: {doc['error']}" if "error" in doc else tally(doc.get("summary", {}))
-    print(f"conformance {name}: {said or 'no checks ran'} "
-          f"({time.perf_counter() - started:.1f} s)", flush=True)
+    for number in range(len(groups)):
+        progress.done(f"{name} {number + 1}/{len(groups)}")
+    progress.print(f"conformance {name}: {said or 'no checks ran'} "
+                   f"({time.perf_counter() - started:.1f} s)")
     return path
 
 
-def _bench_stage(impls: list, out: Path, progress: StepCounter) -> Path:
+def _conformance_group(name: str, kinds: list[str], quick: bool, counter, stop: threading.Event,
+                       slots: threading.Semaphore) -> dict:
+    """One child's conformance document: `kinds` of `name`, once a slot is free."""
+    from rnnbench.environment import capture
+    from rnnbench.suites import conform
+
+    def report(result, done: int, total: int) -> None:
+        if stop.is_set():     # conform() keeps what it has and returns, marked interrupted
+            raise KeyboardInterrupt
+        counter(done, total, f"{name} {result.check}")
+
+    unchecked = {"schema": CONFORMANCE_SCHEMA, "target": name, "environment": capture(),
+                 "kinds": kinds, "summary": {}, "results": []}
+    with slots:
+        if stop.is_set():
+            return {**unchecked, "interrupted": True}
+        try:
+            # No run budget: the built-ins are ours, and compile's first run builds its graphs
+            # for minutes; a budget bounds implementations that misbehave.
+            return conform(name, kinds=kinds, quick=quick, progress=report, budget_s=None)
+        except UsageError as exc:
+            # A built-in that cannot even be checked must not cost the other stages their
+            # results: the document says so ("error"), the report shows it and the run exits 1.
+            return {**unchecked, "error": str(exc)}
+
+
+def merged(docs: list[dict]) -> dict:
+    """One implementation's conformance document from its kind groups' documents: the first
+    error if any, else the results of all, in the spec's order of kinds, counted again."""
+    from rnnbench.impls.registry import KINDS
+
+    failed = next((doc for doc in docs if "error" in doc), None)
+    if failed is not None or len(docs) == 1:
+        return failed or docs[0]
+    results = sorted((r for doc in docs for r in doc["results"]),
+                     key=lambda r: KINDS.index(r["kind"]) if r.get("kind") in KINDS else len(KINDS))
+    counts = {outcome: sum(r.get("outcome") == outcome for r in results) for outcome in OUTCOMES}
+    return {**docs[0], "kinds": [kind for doc in docs for kind in doc.get("kinds", [])],
+            "interrupted": any(doc.get("interrupted") for doc in docs),
+            "duration_s": max(doc.get("duration_s", 0.0) for doc in docs),
+            "not_supported_features": {feature: reason for doc in docs for feature, reason
+                                       in doc.get("not_supported_features", {}).items()},
+            "param_map": next((doc["param_map"] for doc in docs if doc.get("param_map")), {}),
+            "summary": counts, "results": results}
+
+
+def _bench_stage(impls: list, out: Path, progress: StageProgress, wait) -> tuple[Path, dict]:
+    """The quick preset over every built-in; `wait()` is called once the modules are built,
+    checked and called once, before anything is timed."""
     from rnnbench.benchmarks.runner import run_benchmarks
     from rnnbench.benchmarks.workloads import load_workloads
 
     path = out / "bench.json"
     workloads = load_workloads(preset=PRESET)
-    print(f"benchmarks: preset {PRESET}, {len(workloads)} workloads x {len(impls)} "
-          "implementations ...", flush=True)
+    progress.print(f"benchmarks: preset {PRESET}, {len(workloads)} workloads x {len(impls)} "
+                   "implementations ...")
     started = time.perf_counter()
-    doc = run_benchmarks(impls, workloads, progress=progress,
-                         checkpoint=lambda partial: write_json(path, partial))
+
+    def waiting() -> None:
+        progress.update("bench", "benchmarks: waiting for conformance to finish")
+        wait()
+
+    doc = run_benchmarks(impls, workloads, progress=progress.counter("bench"),
+                         checkpoint=lambda partial: write_json(path, partial), wait=waiting)
     write_json(path, doc)
-    progress.close()
-    print(f"benchmarks done ({time.perf_counter() - started:.1f} s)", flush=True)
-    return path
+    progress.done("bench")
+    progress.print(f"benchmarks done ({time.perf_counter() - started:.1f} s)")
+    return path, doc
 
 
-def summary(results, skipped: dict[str, str], written: dict, seconds: float) -> str:
-    """The closing screen: conformance verdicts, speed-ups over native, where the report is."""
+def summary(results, skipped: dict[str, str], written: dict, bench: dict, seconds: float) -> str:
+    """The closing screen: a busy machine's warning, conformance verdicts, speed-ups over
+    native (within noise, noisy and non-conforming said as such), where the report is."""
+    from rnnbench.benchmarks.machine import busy_line
     from rnnbench.reports import analysis
 
-    lines = [f"\nrnnbench run: done in {seconds:.0f} s"]
+    busy = busy_line(bench.get("machine_check"))
+    lines = [""] + ([busy] if busy else []) + [f"rnnbench run: done in {seconds:.0f} s"]
     counts = analysis.outcome_counts(results.checks, lambda c: (c.impl,))
     rows = []
     for source in (s for s in results.sources if s.format == "conformance"):
@@ -113,10 +251,12 @@ def summary(results, skipped: dict[str, str], written: dict, seconds: float) -> 
                    "no checks ran" if n is None else
                    "DOES NOT CONFORM" if n["failed"] + n["error"] else "conforms")
         rows.append([source.target, *(n[o] if n else 0 for o in OUTCOMES), verdict])
-    rows += [[name, *("" for _ in OUTCOMES), f"skipped: {reason}"] for name, reason in skipped.items()]
+    rows += [[name, *("" for _ in OUTCOMES), "skipped (unavailable)"] for name in skipped]
     headers = ["conformance", *(o.replace("_", " ") for o in OUTCOMES), "verdict"]
     lines += ["", tabulate(rows, headers)]
-    lines += ["", _speedup_table(results.timings)]
+    lines += [textwrap.fill(f"{name}: {reason}", WIDTH, subsequent_indent="  ")
+              for name, reason in skipped.items()]
+    lines += ["", speedup_table(bench.get("results", []))]
     failed = [t for t in results.timings if t.status == "failed"]
     for t in failed[:5]:
         lines.append(f"benchmark failed: {t.impl} {t.workload} {t.metric}: {t.reason}")
@@ -126,28 +266,54 @@ def summary(results, skipped: dict[str, str], written: dict, seconds: float) -> 
     return "\n".join(lines)
 
 
-def _speedup_table(timings) -> str:
-    """Per implementation and metric: the geometric mean speed-up over native across workloads."""
-    from rnnbench.reports import analysis
+def speedup_table(results: list[dict]) -> str:
+    """Per implementation and metric: the geometric mean over workloads of native's median /
+    its median, with the 95% interval of that mean from the raw samples. Results that do not
+    conform, or whose baseline does not, are not counted; a mean whose interval contains 1.0
+    reads "≈ native (within noise)"."""
+    from rnnbench.benchmarks.noise import ratio_interval, verdict
+    from rnnbench.commands.bench import WITHIN_NOISE
 
-    table = analysis.speedups(timings)
-    metrics = list(dict.fromkeys(t.metric for t in timings))
-    impls = list(dict.fromkeys(t.impl for t in timings))
-    cells = {}
-    for t in timings:
-        speedup = analysis.speedup_of(table, t)
-        if speedup is not None:
-            cells.setdefault((t.impl, t.metric), []).append(speedup)
+    baseline = {(r["workload"], r["metric"]): r for r in results
+                if r["impl"] == BASELINE and r["status"] == "ok"}
+    groups: dict[tuple[str, str], list[tuple[dict, dict]]] = {}
+    excluded: dict[tuple[str, str], int] = {}
+    for r in results:
+        base = baseline.get((r["workload"], r["metric"]))
+        if r["impl"] == BASELINE or r["status"] != "ok" or base is None:
+            continue
+        key = (r["impl"], r["metric"])
+        if r.get("conforms") is False or base.get("conforms") is False:
+            excluded[key] = excluded.get(key, 0) + 1
+        else:
+            groups.setdefault(key, []).append((base, r))
     rows = []
-    for impl in impls:
-        row = [impl]
-        for metric in metrics:
-            values = cells.get((impl, metric))
-            row.append(f"{math.exp(sum(map(math.log, values)) / len(values)):.2f}x "
-                       f"({len(values)})" if values else "")
-        row.append(sum(t.status == "ok" for t in timings if t.impl == impl))
-        row.append(sum(t.status != "ok" for t in timings if t.impl == impl))
-        rows.append(row)
-    headers = ["implementation", *metrics, "timed", "not timed"]
-    return (f"benchmarks ({PRESET}): speed-up over {BASELINE}, geometric mean over "
-            f"workloads (count)\n{tabulate(rows, headers)}")
+    for key in dict.fromkeys([*groups, *excluded]):
+        pairs = groups.get(key, [])
+        ratios = [base["median_s"] / r["median_s"] for base, r in pairs]
+        mean = math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else None
+        samples = [(base.get("samples_s"), r.get("samples_s")) for base, r in pairs]
+        interval = ratio_interval(samples) if all(a and b for a, b in samples) else None
+        if mean is None:
+            cell = "-"
+        elif verdict(interval) == "within_noise":
+            cell = WITHIN_NOISE
+        else:
+            cell = f"{mean:.2f}x " + (f"({interval[0]:.2f}-{interval[1]:.2f})" if interval
+                                      else "(no interval)")
+        rows.append([*key, cell, len(pairs), sum(bool(r.get("noisy")) for _, r in pairs) or "",
+                     excluded.get(key, "")])
+    headers = ["implementation", "metric", f"vs {BASELINE}", "workloads", "noisy",
+               "non-conforming"]
+    lines = [f"benchmarks ({PRESET}): speed-up over {BASELINE}, geometric mean over conforming "
+             "workloads (95% interval)", tabulate(rows, headers, disable_numparse=True)]
+    compared = {impl for impl, _ in [*groups, *excluded]} | {BASELINE}
+    timed: dict[str, bool] = {}
+    for r in results:
+        if r["impl"] not in compared:
+            timed[r["impl"]] = timed.get(r["impl"], False) or r["status"] == "ok"
+    if timed:
+        lines.append(textwrap.fill("no speed-up for: " + ", ".join(
+            f"{impl} ({f'timed, no {BASELINE} result to compare with' if ok else 'not timed'})"
+            for impl, ok in timed.items()), WIDTH, subsequent_indent="  "))
+    return "\n".join(lines)

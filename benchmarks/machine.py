@@ -1,0 +1,133 @@
+"""Is the machine quiet enough to time on? A check taken before any timing, kept in the results.
+
+Three signals, each judged against the machine's own numbers:
+
+- **Other work** (load): the CPU time every process but this one used during a short window
+  (`WINDOW_S`) while this one waited, from the kernel's counters in /proc/stat, as a fraction
+  of the machine's capacity. Busy above OTHERS_LIMIT: a quarter of the cores kept busy by
+  something else. The 1/5/15-minute load averages are recorded as well but not judged: they
+  include rnnbench's own work of the last minutes (`rnnbench run` checks conformance on both
+  cores right before it times), which the window leaves out.
+- **Steal**: the share of CPU time the hypervisor gave to other guests in the same window.
+  Busy above STEAL_LIMIT.
+- **The GEMM peak's own spread** over several runs (`timing.gemm_peak`): busy when its IQR is
+  more than PEAK_SPREAD_LIMIT of its median, since a matmul that cannot hold its speed for a
+  fraction of a second will not let anything else hold its speed either.
+
+Where /proc/stat does not exist (not Linux) the window gives nothing and only the peak's spread
+is judged; `steal_fraction` is then null.
+"""
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+WINDOW_S = 0.5
+OTHERS_LIMIT = 0.25
+STEAL_LIMIT = 0.05
+PEAK_SPREAD_LIMIT = 0.10
+PROC_STAT = "/proc/stat"
+
+
+@dataclass(frozen=True)
+class CpuTimes:
+    """The machine's cumulative CPU time in clock ticks, from /proc/stat's "cpu" line."""
+
+    busy: int      # user + nice + system + irq + softirq (guest time is inside user)
+    steal: int
+    total: int     # busy + idle + iowait + steal
+
+
+def parse_cpu_times(text: str) -> CpuTimes | None:
+    """The aggregate "cpu" line of a /proc/stat text; None when it is not there."""
+    for line in text.splitlines():
+        fields = line.split()
+        if fields and fields[0] == "cpu":
+            user, nice, system, idle, iowait, irq, softirq, steal = (
+                [int(v) for v in fields[1:9]] + [0] * 8)[:8]
+            busy = user + nice + system + irq + softirq
+            return CpuTimes(busy, steal, busy + idle + iowait + steal)
+    return None
+
+
+def read_proc_stat(path: str = PROC_STAT) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What happened on the CPUs during the window: the fraction of their capacity that other
+    processes used, and the fraction stolen by the hypervisor."""
+
+    others_fraction: float
+    steal_fraction: float
+
+
+def measure_usage(window_s: float = WINDOW_S, read: Callable[[], str | None] = read_proc_stat,
+                  sleep: Callable[[float], None] = time.sleep,
+                  own_cpu_s: Callable[[], float] = time.process_time,
+                  ticks_per_s: float | None = None) -> Usage | None:
+    """Sample the CPU counters, wait `window_s`, sample again; None where they cannot be read.
+    This process's own CPU time in the window (torch's worker threads may still spin) is
+    taken out of the busy time."""
+    ticks_per_s = ticks_per_s or os.sysconf("SC_CLK_TCK")
+    first_text, own_before = read(), own_cpu_s()
+    sleep(window_s)
+    second_text, own_after = read(), own_cpu_s()
+    if first_text is None or second_text is None:
+        return None
+    first, second = parse_cpu_times(first_text), parse_cpu_times(second_text)
+    if first is None or second is None or second.total <= first.total:
+        return None
+    total = second.total - first.total
+    others = second.busy - first.busy - (own_after - own_before) * ticks_per_s
+    return Usage(others_fraction=min(1.0, max(0.0, others / total)),
+                 steal_fraction=(second.steal - first.steal) / total)
+
+
+def load_average() -> list[float] | None:
+    try:
+        return [round(value, 2) for value in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def machine_check(peak: dict, usage: Usage | None, *, cores: int | None = None,
+                  load_avg: list[float] | None = None) -> dict:
+    """The document's `machine_check`: the signals, the verdict `busy`, and one reason per
+    signal past its limit. `peak` is `timing.gemm_peak`'s result (its samples, median, IQR)."""
+    cores = cores or os.cpu_count()
+    reasons = []
+    if usage is not None:
+        if usage.others_fraction > OTHERS_LIMIT:
+            reasons.append(f"other processes used {usage.others_fraction:.0%} of {cores} cores")
+        if usage.steal_fraction > STEAL_LIMIT:
+            reasons.append(f"the hypervisor stole {usage.steal_fraction:.0%} of CPU time")
+    median, iqr = peak.get("gflops"), peak.get("iqr_gflops")
+    if median and iqr is not None and iqr > PEAK_SPREAD_LIMIT * median:
+        reasons.append(f"GEMM peak spread {iqr / median:.0%} (IQR/median, "
+                       f"{len(peak.get('samples', []))} runs)")
+    return {
+        "cores": cores,
+        "load_avg": load_avg,
+        "steal_fraction": None if usage is None else round(usage.steal_fraction, 4),
+        "others_fraction": None if usage is None else round(usage.others_fraction, 4),
+        "busy": bool(reasons),
+        "reasons": reasons,
+        "peak_gflops_samples": peak.get("samples", []),
+        "peak_gflops_median": median,
+        "peak_gflops_iqr": iqr,
+    }
+
+
+def busy_line(check: dict | None) -> str | None:
+    """The one line that opens `bench`'s output and `run`'s summary on a busy machine."""
+    if not check or not check.get("busy"):
+        return None
+    return "BUSY MACHINE, timings less reliable: " + "; ".join(check["reasons"])

@@ -1,0 +1,177 @@
+"""`rnnbench run`: stages that share the machine, and a summary that says how sure its speed-ups
+are. The conformance and benchmark stages are stubbed (their own tests are elsewhere)."""
+import threading
+import time
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from rnnbench.cli import main
+from rnnbench.commands.run import kind_groups, merged, speedup_table
+
+
+def samples(median, spread=0.01, n=9, seed=0):
+    return list(median * (1 + spread * np.random.default_rng(seed).uniform(-1, 1, n)))
+
+
+def timed(impl, workload, taken, conforms=True):
+    return {"impl": impl, "kind": "rnn", "workload": workload, "device": "cpu", "dtype": "float32",
+            "metric": "forward", "status": "ok", "reason": None, "median_s": float(np.median(taken)),
+            "iqr_s": float(np.subtract(*np.percentile(taken, [75, 25]))), "samples_s": taken,
+            "noisy": False, "repeats": len(taken), "conforms": conforms,
+            "conformance_note": None if conforms else "output differs from the reference"}
+
+
+def bench_results():
+    results = []
+    for i, workload in enumerate(("w1", "w2")):
+        results += [timed("native", workload, samples(1e-3, seed=i)),
+                    timed("eager", workload, samples(1e-3, spread=0.3, seed=10 + i)),
+                    timed("fused", workload, samples(0.5e-3, seed=20 + i)),
+                    timed("wrong", workload, samples(0.1e-3, seed=30 + i), conforms=False)]
+    return results
+
+
+ENVIRONMENT = {"rnnbench": "0.1.0", "python": "3.11", "torch": "2.13.0", "cuda": None, "cudnn": None,
+               "gpu": None, "cpu": "Test CPU", "cores": 2, "threads": 2, "platform": "Linux",
+               "hostname": "box"}
+
+
+@pytest.fixture
+def stages(monkeypatch):
+    """conform() sleeps a little and passes everything; run_benchmarks() waits as told and
+    returns fixed results on a busy machine. Both record what they saw."""
+    import rnnbench.benchmarks.runner
+    import rnnbench.suites
+
+    seen = {"quick": [], "running": 0, "most_at_once": 0, "finished": 0,
+            "finished_when_waited": None}
+    lock = threading.Lock()
+
+    def conform(target, quick=False, progress=None, kinds=None, **_):
+        with lock:
+            seen["quick"].append(quick)
+            seen.setdefault("kinds", {}).setdefault(target, []).append(kinds)
+            seen["running"] += 1
+            seen["most_at_once"] = max(seen["most_at_once"], seen["running"])
+        time.sleep(0.3)
+        with lock:
+            seen["running"] -= 1
+            seen["finished"] += 1
+        return {"schema": "rnnbench.conformance/1", "target": target, "environment": ENVIRONMENT,
+                "summary": {"passed": 1, "failed": 0, "not_supported": 0, "error": 0},
+                "results": [{"check": "forward/one", "category": "forward", "kind": "rnn",
+                             "case": "one", "outcome": "passed", "message": "", "diagnosis": None,
+                             "numbers": {}, "duration_s": 0.01}]}
+
+    def run_benchmarks(impls, workloads, progress=None, checkpoint=None, wait=None, **_):
+        wait()
+        seen["finished_when_waited"] = seen["finished"]
+        doc = {"schema": "rnnbench.bench/2", "environment": ENVIRONMENT, "peak_gflops": 100.0,
+               "machine_check": {"busy": True, "reasons": ["other processes used 90% of 2 cores"]},
+               "results": bench_results()}
+        checkpoint(doc)
+        return doc
+
+    monkeypatch.setattr(rnnbench.suites, "conform", conform, raising=False)
+    monkeypatch.setattr(rnnbench.benchmarks.runner, "run_benchmarks", run_benchmarks)
+    return seen
+
+
+def available_builtins():
+    from rnnbench.impls import BUILTINS, registered
+    return {n: registered()[n] for n in BUILTINS if registered()[n].unavailable_reason() is None}
+
+
+def test_conformance_runs_two_at_a_time_and_is_done_before_anything_is_timed(tmp_path, stages):
+    assert main(["run", "--out", str(tmp_path)]) == 0
+    assert stages["most_at_once"] == 2
+    children = sum(len(kind_groups(impl.kinds)) for impl in available_builtins().values())
+    assert stages["finished_when_waited"] == children
+
+
+def test_each_implementation_is_checked_in_two_halves_by_kind(tmp_path, stages):
+    main(["run", "--out", str(tmp_path)])
+    assert sorted(stages["kinds"]["compile"]) == [["rnn", "lstm"],
+                                                  ["rnn_cell", "lstm_cell", "gru_cell", "gru"]]
+    assert stages["kinds"]["implicit"] == [["implicit"]]
+
+
+def result_of(kind, outcome):
+    return {"check": "c/x", "category": "forward", "kind": kind, "case": "x", "outcome": outcome}
+
+
+def test_the_halves_merge_into_one_document_in_the_specs_order_of_kinds():
+    halves = [{"schema": "s", "target": "t", "kinds": ["rnn", "lstm"], "interrupted": False,
+               "duration_s": 3.0, "summary": {"passed": 2},
+               "results": [result_of("rnn", "passed"), result_of("lstm", "passed")]},
+              {"schema": "s", "target": "t", "kinds": ["gru_cell", "gru"], "interrupted": True,
+               "duration_s": 5.0, "summary": {"passed": 1, "failed": 1},
+               "results": [result_of("gru_cell", "failed"), result_of("gru", "passed")]}]
+    doc = merged(halves)
+    assert [r["kind"] for r in doc["results"]] == ["gru_cell", "rnn", "lstm", "gru"]
+    assert doc["summary"] == {"passed": 3, "failed": 1, "not_supported": 0, "error": 0,
+                              "xfail": 0, "xpass": 0}
+    assert doc["interrupted"] is True and doc["duration_s"] == 5.0
+    assert doc["kinds"] == ["rnn", "lstm", "gru_cell", "gru"]
+    assert merged([halves[0], {**halves[1], "error": "cannot load t"}])["error"] == "cannot load t"
+
+
+def test_run_checks_the_quick_case_list_unless_full(tmp_path, stages):
+    main(["run", "--out", str(tmp_path / "quick")])
+    assert set(stages["quick"]) == {True}
+    stages["quick"].clear()
+    main(["run", "--out", str(tmp_path / "full"), "--full"])
+    assert set(stages["quick"]) == {False}
+
+
+def test_the_summary_opens_with_a_busy_machine_and_counts_only_what_conforms(tmp_path, stages, capsys):
+    main(["run", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    summary = out[out.index("\nBUSY MACHINE"):].splitlines()
+    assert summary[1] == "BUSY MACHINE, timings less reliable: other processes used 90% of 2 cores"
+    assert summary[2].startswith("rnnbench run: done in")
+    rows = {line.split()[0]: line for line in summary if line.startswith(("eager", "fused", "wrong"))}
+    assert "≈ native (within noise)" in rows["eager"]
+    assert float(rows["fused"].split()[2].rstrip("x")) == pytest.approx(2.0, abs=0.02)
+    assert rows["wrong"].split()[2:] == ["-", "0", "2"]    # nothing counted, 2 non-conforming
+
+
+def test_the_speed_up_table_takes_the_geometric_mean_over_workloads():
+    results = [timed("native", "w1", samples(1e-3, 0.05)), timed("native", "w2", samples(1e-3, 0.05, seed=1)),
+               timed("fast", "w1", samples(0.25e-3, 0.05, seed=2)),
+               timed("fast", "w2", samples(1e-3, 0.05, seed=3))]
+    [row] = [line for line in speedup_table(results).splitlines() if line.startswith("fast")]
+    low, high = (float(x) for x in row.split()[3].strip("()").split("-"))
+    assert float(row.split()[2].rstrip("x")) == pytest.approx(2.0, abs=0.1)
+    assert low < 2.0 < high < 2.5 and row.split()[4] == "2"
+
+
+def test_the_speed_up_table_reads_documents_without_samples():
+    results = [{**timed("native", "w", samples(1e-3)), "samples_s": None},
+               {**timed("other", "w", samples(2e-3)), "samples_s": None}]
+    [row] = [line for line in speedup_table(results).splitlines() if line.startswith("other")]
+    assert row.split()[2:6] == ["0.50x", "(no", "interval)", "1"]
+
+
+def test_every_stage_line_is_printed_once(tmp_path, stages, capsys):
+    main(["run", "--out", str(tmp_path)])
+    lines = Counter(capsys.readouterr().out.splitlines())
+    for name in available_builtins():
+        assert lines[f"conformance {name} ..."] == 1
+        assert sum(n for line, n in lines.items() if line.startswith(f"conformance {name}: ")) == 1
+
+
+def test_the_speed_up_table_names_what_it_could_not_compare():
+    results = [timed("native", "w", samples(1e-3)), timed("implicit", "only-implicit", samples(1e-3)),
+               {**timed("triton", "w", samples(1e-3)), "status": "unavailable", "median_s": None}]
+    assert speedup_table(results).splitlines()[-1] == (
+        "no speed-up for: implicit (timed, no native result to compare with), triton (not timed)")
+
+
+def test_the_summary_fits_in_100_columns(tmp_path, stages, capsys):
+    main(["run", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    summary = out[out.index("rnnbench run: done"):]
+    assert max(map(len, summary.splitlines())) <= 100

@@ -7,9 +7,7 @@ applicable check passed, 1 when any failed or errored, 2 for a usage or load err
 """
 from __future__ import annotations
 
-import os
 import sys
-from pathlib import Path
 
 from rnnbench.errors import UsageError
 from rnnbench.progress import KindTally
@@ -53,7 +51,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from rnnbench.results import write_json
+    from rnnbench.results import check_writable, write_json
     from rnnbench.suites import text
     from rnnbench.suites.isolation import DEFAULT_BUDGET_S, DEFAULT_TIMEOUT_S, conform
     from rnnbench.suites.fuzz import case_from_json
@@ -61,7 +59,7 @@ def run(args) -> int:
     from rnnbench.suites.parammap import parse_user_map
 
     if args.json:
-        _check_writable(Path(args.json))
+        check_writable(args.json, "--json")
     if args.timeout is not None and not args.timeout > 0:
         raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
     if args.budget is not None and args.budget < 0:
@@ -97,11 +95,3 @@ def run(args) -> int:
         raise KeyboardInterrupt
     counts = doc["summary"]
     return 1 if counts["failed"] or counts["error"] else 0
-
-
-def _check_writable(path: Path) -> None:
-    """Fail now, not after the run, when --json cannot be written."""
-    folder = path.parent if str(path.parent) else Path(".")
-    existing = next((p for p in (folder, *folder.parents) if p.exists()), Path("."))
-    if path.is_dir() or not existing.is_dir() or not os.access(existing, os.W_OK):
-        raise UsageError(f"--json {path}: cannot write there")

@@ -1,17 +1,18 @@
-"""torch.nn's modules around a pluggable recurrence, shared by the torchscript, compile and fused
-implementations.
+"""torch.nn's modules around a pluggable recurrence, shared by the torchscript, compile, fused and
+onnxruntime implementations.
 
 Everything here is the contract, not the speed: the six constructors with torch.nn's signatures,
 parameters named, shaped and initialised as the spec says, and the forward contract (batched or
 unbatched input, batch_first, hx omitted or given, layers and directions, dropout between layers
-in training only, torch.nn's exceptions for wrong inputs, never broadcasting). The recurrence of
-one layer and direction is a `Backend`'s: the implementations differ only there (a backend that
-runs the whole stack of layers at once overrides `Backend.stack` instead).
+in training only, torch.nn's exceptions for wrong inputs, never broadcasting). The recurrence is
+a `Backend`'s, one layer and direction at a time (or the whole stack at once where a backend
+overrides `stack`): the implementations differ only there.
 """
 from __future__ import annotations
 
 import functools
 import warnings
+from collections.abc import Callable
 from typing import Optional
 
 import torch
@@ -49,24 +50,24 @@ class Backend:
         """One time step: x (B, I) and `state` to the next state; here a sequence of one."""
         return self.layer(family, x.unsqueeze(0), state, weights, relu, False)[1]
 
-    def stack(self, cfg: Config, x: Tensor, given: Optional[State], weights: list[Weights],
+    def stack(self, config: Config, x: Tensor, state: Optional[State],
+              weights: Callable[[int], Weights], relu: bool,
               training: bool) -> tuple[Tensor, State]:
-        """All layers and directions of `cfg` over x (T, B, I) from `given` (h0[, c0], each
-        (layers * directions, B, H)) or zeros; return the top layer's output (T, B, D * P) and
-        the final state (h_n,) or (h_n, c_n). `weights` holds every layer and direction's,
-        layer-major as in h_n. Here one `layer` call per layer and direction, each layer reading
-        the previous one's output, directions concatenated, dropout between layers in training."""
+        """All layers and directions over x (T, B, I) from `state` (each (layers * D, B, H)),
+        `weights(index)` being those of layer-and-direction `index` (layer-major, as in h_n);
+        return the last layer's output (T, B, D * P) and the final states stacked as h_n.
+        Here layer after layer through `layer`, with dropout between layers in training; an
+        implementation that runs the whole stack at once overrides this."""
         finals = []  # final state of every layer and direction, layer-major as in h_n
-        directions = cfg.num_directions
-        relu = cfg.nonlinearity == "relu"
-        for layer in range(cfg.num_layers):
-            if layer > 0 and training and cfg.dropout > 0:
-                x = F.dropout(x, cfg.dropout, training=True)
+        directions = config.num_directions
+        for layer in range(config.num_layers):
+            if layer > 0 and training and config.dropout > 0:
+                x = F.dropout(x, config.dropout, training=True)
             outputs = []
             for direction in range(directions):
                 index = layer * directions + direction
-                state = None if given is None else tuple(s[index] for s in given)
-                output, final = self.layer(cfg.family, x, state, weights[index], relu,
+                given = None if state is None else tuple(s[index] for s in state)
+                output, final = self.layer(config.family, x, given, weights(index), relu,
                                            direction == 1)
                 outputs.append(output)
                 finals.append(final)
@@ -239,8 +240,7 @@ class Stacked(Recurrent):
             if not batched:
                 given = tuple(s.unsqueeze(1) for s in given)
 
-        weights = [self._weights(index) for index in range(len(self._weight_names))]
-        x, h_n = self.backend.stack(cfg, x, given, weights, self.training)
+        x, h_n = self.backend.stack(cfg, x, given, self._weights, self._relu, self.training)
         if batched:
             output = x.transpose(0, 1) if cfg.batch_first else x
         else:

@@ -30,9 +30,9 @@ try:
 except ImportError:  # asv_runner is only present under asv; plain imports still work
     SkipNotImplemented = NotImplementedError
 
-from rnnbench.benchmarks.runner import skip_reason
+from rnnbench.benchmarks.harness import skip_reason
 from rnnbench.benchmarks.tasks import build_task
-from rnnbench.benchmarks.timing import (RepeatPolicy, measure, measure_interleaved, summarize,
+from rnnbench.benchmarks.timing import (RepeatPolicy, measure, measure_interleaved, sample_summary,
                                         synchronizer, warm_up)
 from rnnbench.benchmarks.workloads import load_workloads
 from rnnbench.impls import registered
@@ -81,7 +81,7 @@ class _Metric:
         samples, errors = measure_interleaved({0: self.call}, {0: number}, self.sync, TRACK_POLICY)
         if errors:
             raise errors[0]
-        return flops / summarize(samples[0], number).median_s / 1e9
+        return flops / sample_summary(samples[0], number).median_s / 1e9
 
     track_gflops.unit = "GFLOP/s"
 

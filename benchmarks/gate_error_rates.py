@@ -67,9 +67,9 @@ def planted(impl, fraction: float):
 def measure_runs(impl, workloads, runs: int, fractions, *, threads: int | None = None,
                  budget_s: float | None = None, progress=None) -> list[dict]:
     """`runs` bench documents, each timing native, `impl` and its slowed copies side by side."""
-    from rnnbench.benchmarks.runner import run_benchmarks
+    from rnnbench.benchmarks.harness import run_benchmarks
     from rnnbench.impls import load
-    from rnnbench.results import BASELINE
+    from rnnbench.documents import BASELINE
 
     impls = [load(BASELINE), impl, *(planted(impl, f) for f in fractions)]
     workloads = [dataclasses.replace(w, metrics=("forward",)) for w in workloads
@@ -108,7 +108,7 @@ def _only(doc: dict, name: str, as_name: str, path: Path) -> Path:
 
 
 def _rates(bases: list[Path], heads: list[Path], gate) -> dict:
-    from rnnbench.reports.compare import compare_runs, gating, samples_of
+    from rnnbench.reports.regression import compare_runs, gating, samples_of
     from rnnbench.reports.load import load_file
 
     failed_comparisons, flagged, compared = 0, 0, 0
@@ -139,8 +139,8 @@ def render(rates: dict, impl_name: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     from rnnbench.benchmarks.workloads import load_workloads
     from rnnbench.impls import load
-    from rnnbench.reports.compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD, Gate, parse_threshold
-    from rnnbench.results import check_writable, write_json
+    from rnnbench.reports.regression import DEFAULT_ALPHA, DEFAULT_THRESHOLD, Gate, parse_threshold
+    from rnnbench.documents import check_writable, write_json
 
     parser = argparse.ArgumentParser(prog="python -m rnnbench.benchmarks.gate_error_rates",
                                      description=__doc__.splitlines()[0])

@@ -17,14 +17,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rnnbench.benchmarks.runner import skip_reason
+from rnnbench.benchmarks.harness import skip_reason
 from rnnbench.benchmarks.tasks import build_task
 from rnnbench.benchmarks.timing import measure, pinned_threads, synchronizer
 from rnnbench.benchmarks.workloads import load_workloads
 from rnnbench.environment import capture
 from rnnbench.errors import UsageError
 from rnnbench.impls import load, registered
-from rnnbench.results import BASELINE
+from rnnbench.documents import BASELINE
 
 
 def pytest_generate_tests(metafunc) -> None:

@@ -66,7 +66,7 @@ class Summary:
     samples_s: tuple[float, ...] = ()
 
 
-def summarize(samples: list[float], number: int) -> Summary:
+def sample_summary(samples: list[float], number: int) -> Summary:
     median, iqr = median_and_iqr(samples)
     return Summary(median, iqr, len(samples), number, tuple(samples))
 

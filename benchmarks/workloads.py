@@ -26,7 +26,7 @@ from rnnbench.errors import UsageError
 from rnnbench.impls.base import DEVICE_FEATURES as DEVICES
 from rnnbench.impls.base import DTYPE_FEATURES as DTYPES
 from rnnbench.reference import KINDS, Config, ConfigError, forward_flops, io_shapes
-from rnnbench.results import read_json
+from rnnbench.documents import read_json
 
 PRESET_DIR = Path(__file__).parent / "presets"
 METRICS = ("forward", "forward_backward", "train_step")

@@ -14,8 +14,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from rnnbench.reports.model import Check, Timing
-from rnnbench.results import BASELINE, OUTCOMES
+from rnnbench.reports.records import Check, Timing
+from rnnbench.documents import BASELINE, OUTCOMES
 
 # Size axes a scaling curve can vary, with their axis titles; the other sizes stay fixed.
 SCALING_AXES = {"steps": "sequence length", "batch": "batch size", "hidden_size": "hidden size"}

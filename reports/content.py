@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 from rnnbench.findings import group_failures
 from rnnbench.reports import analysis, runs
-from rnnbench.reports.model import SIZE_FIELDS, Check, Results, Source, Timing
+from rnnbench.reports.records import SIZE_FIELDS, Check, Results, Source, Timing
 from rnnbench.reports.units import binary_bytes, seconds
-from rnnbench.results import BASELINE, OUTCOMES
+from rnnbench.documents import BASELINE, OUTCOMES
 
 _OUTCOME_TITLES = {"passed": "passed", "failed": "failed", "not_supported": "not supported",
                    "error": "error", "xfail": "known failure", "xpass": "unexpected pass"}
@@ -418,7 +418,7 @@ def _timing_row(t: Timing, speedups: dict, varying: dict[str, bool]) -> list[str
     threads = n.get("threads")
     return ([t.impl] + [optional[name] for name, shown in varying.items() if shown]
             + [t.device, t.dtype, t.metric, seconds(n.get("median_s")), seconds(n.get("iqr_s")),
-               vs, _fixed(n.get("gflops"), "{:.3g}"), _percent(n.get("peak_fraction")),
+               vs, _fixed(n.get("gflops"), "{:.3g}"), _percent_of(n.get("peak_fraction")),
                seconds(n.get("first_call_s")), binary_bytes(n.get("peak_mem_bytes")),
                "" if threads is None else f"{threads:g}", _timing_notes(t), status])
 
@@ -555,7 +555,7 @@ def _environments(results: Results) -> Section:
         seen[machine] += 1
         headers.append(machine if names[machine] == 1 else f"{machine} #{seen[machine]}")
     keys = list(dict.fromkeys(k for _, _, env in columns for k in env))
-    rows = [[key] + [_plain(env.get(key)) for _, _, env in columns] for key in keys]
+    rows = [[key] + [_cell(env.get(key)) for _, _, env in columns] for key in keys]
     blocks: list = [Table("Environments", headers, rows)]
     checks = [(s, s.machine_check) for s in results.sources if s.machine_check]
     if checks:
@@ -563,9 +563,9 @@ def _environments(results: Results) -> Section:
                             ["run", "file", "busy", "cores", "load average", "others' CPU",
                              "steal", "GEMM peak (median, IQR)", "reasons"],
                             [[runs.run_of(s).label(), s.path, "yes" if c.get("busy") else "no",
-                              _plain(c.get("cores")), _plain_list(c.get("load_avg")),
-                              _percent(c.get("others_fraction")),
-                              _percent(c.get("steal_fraction")), _peak(c),
+                              _cell(c.get("cores")), _cell_list(c.get("load_avg")),
+                              _percent_of(c.get("others_fraction")),
+                              _percent_of(c.get("steal_fraction")), _peak(c),
                               "; ".join(map(str, c.get("reasons") or []))]
                              for s, c in checks]))
     return Section("Environment", blocks)
@@ -617,14 +617,19 @@ def _numbers(numbers: dict) -> str:
                      for k, v in numbers.items())
 
 
-def _plain(value) -> str:
+def _cell(value) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     return "" if value is None else str(value)
 
 
-def _plain_list(values) -> str:
-    return ", ".join(map(_plain, values)) if isinstance(values, list) else _plain(values)
+def _percent_of(fraction) -> str:
+    """0.773 -> '77.3%': three significant digits, as the report's other numbers."""
+    return "" if fraction is None else f"{fraction * 100:.3g}%"
+
+
+def _cell_list(values) -> str:
+    return ", ".join(map(_cell, values)) if isinstance(values, list) else _cell(values)
 
 
 def _peak(check: dict) -> str:
@@ -638,5 +643,3 @@ def _fixed(value, pattern: str) -> str:
     return "" if value is None else pattern.format(value)
 
 
-def _percent(fraction) -> str:
-    return "" if fraction is None else f"{fraction * 100:.3g}%"

@@ -21,9 +21,9 @@ from matplotlib.lines import Line2D
 
 from rnnbench.reports import analysis
 from rnnbench.reports.content import category_title
-from rnnbench.reports.model import Results, Timing
+from rnnbench.reports.records import Results, Timing
 from rnnbench.reports.units import seconds
-from rnnbench.results import BASELINE
+from rnnbench.documents import BASELINE
 
 _NOT_APPLICABLE = "#d0d0d0"
 PLOT_NAMES = ("conformance", "speedup", "devices", "scaling")   # every plot all_plots may draw

@@ -23,9 +23,9 @@ import os
 from pathlib import Path
 
 from rnnbench.errors import UsageError
-from rnnbench.reports.model import (NUMBER_FIELDS, SIZE_FIELDS, Check, Duplicate, Results, Source,
+from rnnbench.reports.records import (NUMBER_FIELDS, SIZE_FIELDS, Check, Duplicate, Results, Source,
                                     Timing, Unplaced)
-from rnnbench.results import (BENCH_SCHEMA, BENCH_SCHEMAS, CONFORMANCE_SCHEMA, OUTCOMES, STATUSES,
+from rnnbench.documents import (BENCH_SCHEMA, BENCH_SCHEMAS, CONFORMANCE_SCHEMA, OUTCOMES, STATUSES,
                               read_json)
 
 ASV_RESULTS_VERSION = 2          # asv 0.6's results file format

@@ -26,8 +26,8 @@ from rnnbench.reports.content import (Callout, PlotRef, Section, Table, build_se
                                       check_row_label)
 from rnnbench.reports.figures import NARROW, PLOT_NAMES, Plot, all_plots
 from rnnbench.reports.load import load_inputs
-from rnnbench.reports.model import Results
-from rnnbench.results import write_atomic
+from rnnbench.reports.records import Results
+from rnnbench.documents import write_atomic
 
 TITLE = "rnnbench report"
 FIGURE_DIR = "figures"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rnnbench.reports.model import Results, Source, Timing
+from rnnbench.reports.records import Results, Source, Timing
 
 EXAMPLES = 3     # how many examples a reason for leaving things out names
 

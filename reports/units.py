@@ -12,6 +12,13 @@ def seconds(value: float | None) -> str:
     return f"{value / 1e-9:.3g} ns"
 
 
+def percent(fraction: float | None, signed: bool = False, digits: int = 1) -> str:
+    """0.0523 -> '5.2%' ('+5.2%' signed); None -> ''."""
+    if fraction is None:
+        return ""
+    return f"{fraction:+.{digits}%}" if signed else f"{fraction:.{digits}%}"
+
+
 def binary_bytes(value: float | None) -> str:
     """3 * 2**20 -> '3 MiB'; None -> ''."""
     if value is None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 
-from rnnbench.results import OUTCOMES
+from rnnbench.documents import OUTCOMES
 
 ERASE = "\r\033[K"      # back to the start of the line and erase it
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from rnnbench.errors import UsageError
 from rnnbench.findings import unsupported_features
-from rnnbench.results import CONFORMANCE_SCHEMA
+from rnnbench.documents import CONFORMANCE_SCHEMA
 from rnnbench.suites import known
 from rnnbench.suites.results import CheckResult
 from rnnbench.suites.runner import check_kinds, device_type, summarize

@@ -21,7 +21,7 @@ from rnnbench.impls.base import Implementation, required_features
 from rnnbench.impls.registry import KINDS, one_line
 from rnnbench.reference import io_shapes
 from rnnbench.reference.numerics import state_names
-from rnnbench.results import OUTCOMES
+from rnnbench.documents import OUTCOMES
 from rnnbench.reference import KINDS as TORCH_KINDS
 from rnnbench.suites import known
 from rnnbench.suites.cases import CASES, Case

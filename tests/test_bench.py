@@ -7,17 +7,17 @@ import torch
 from torch import nn
 
 from rnnbench import cli
-from rnnbench.benchmarks import runner
+from rnnbench.benchmarks import harness
 from rnnbench.benchmarks.machine import Usage
-from rnnbench.benchmarks.runner import run_benchmarks, skip_reason
+from rnnbench.benchmarks.harness import run_benchmarks, skip_reason
 from rnnbench.benchmarks.timing import (RepeatPolicy, gemm_peak, measure_interleaved,
-                                        peak_memory_bytes, summarize)
+                                        peak_memory_bytes, sample_summary)
 from rnnbench.benchmarks.workloads import (METRICS, Workload, load_workloads, preset_names,
                                            workload_from_dict)
 from rnnbench.errors import UsageError
 from rnnbench.impls.base import Implementation
 from rnnbench.reference import Config
-from rnnbench.results import BENCH_SCHEMA, STATUSES, read_json, write_json
+from rnnbench.documents import BENCH_SCHEMA, STATUSES, read_json, write_json
 
 TINY = {"name": "tiny-rnn", "config": {"kind": "rnn", "input_size": 3, "hidden_size": 4},
         "batch": 2, "steps": 3, "budget_s": 0.01, "min_repeats": 3}
@@ -34,8 +34,8 @@ RESULT_FIELDS = {"impl", "kind", "workload", "device", "dtype", "metric", "media
 def fixed_machine(monkeypatch):
     # The GEMM peak takes a second to measure and is a number we want to know exactly here; the
     # machine's load is whatever the test says, not whatever else runs on it.
-    monkeypatch.setattr(runner, "gemm_peak", lambda device: dict(FAKE_PEAK))
-    monkeypatch.setattr(runner, "measure_usage", lambda: QUIET)
+    monkeypatch.setattr(harness, "gemm_peak", lambda device: dict(FAKE_PEAK))
+    monkeypatch.setattr(harness, "measure_usage", lambda: QUIET)
 
 
 def tiny(**changes) -> Workload:
@@ -210,7 +210,7 @@ def test_result_rates_are_consistent_with_the_median(tmp_path):
 # --- timing -------------------------------------------------------------------------------
 
 def test_summary_is_median_and_interquartile_range():
-    summary = summarize([5.0, 1.0, 4.0, 2.0, 3.0], number=7)
+    summary = sample_summary([5.0, 1.0, 4.0, 2.0, 3.0], number=7)
     assert (summary.median_s, summary.iqr_s, summary.repeats, summary.number) == (3.0, 2.0, 5, 7)
 
 
@@ -277,7 +277,7 @@ def test_every_impl_and_metric_gets_a_result_with_its_status():
 
 def test_a_failure_while_timed_keeps_the_others_results(monkeypatch):
     warmed_up = []
-    original = runner.warm_up
+    original = harness.warm_up
 
     def warm_up_and_count(fn, sync):
         number = original(fn, sync)
@@ -290,7 +290,7 @@ def test_a_failure_while_timed_keeps_the_others_results(monkeypatch):
                 raise RuntimeError("kernel exploded")
             return super().forward(*args)
 
-    monkeypatch.setattr(runner, "warm_up", warm_up_and_count)
+    monkeypatch.setattr(harness, "warm_up", warm_up_and_count)
     doc = run_benchmarks([impl("native"), impl("late", rnn=ExplodesOnceTimed)],
                          [tiny(metrics=["forward"], min_repeats=20)], threads=1)
     late, native = results_by(doc, "late"), results_by(doc, "native")
@@ -503,7 +503,7 @@ def test_the_machine_check_is_in_the_document_and_says_when_it_is_busy(monkeypat
     assert quiet["busy"] is False and quiet["reasons"] == []
     assert quiet["peak_gflops_samples"] == FAKE_PEAK["samples"]
     assert quiet["peak_gflops_median"] == FAKE_PEAK["gflops"] and quiet["cores"] >= 1
-    monkeypatch.setattr(runner, "measure_usage", lambda: Usage(0.9, 0.2))
+    monkeypatch.setattr(harness, "measure_usage", lambda: Usage(0.9, 0.2))
     busy = run_benchmarks([impl("native")], [tiny()], threads=1)["machine_check"]
     assert busy["busy"] is True and len(busy["reasons"]) == 2
     assert busy["steal_fraction"] == 0.2
@@ -517,7 +517,7 @@ def test_with_wait_everything_is_prepared_before_the_machine_is_checked_and_time
             events.append("call")
             return super().forward(*args)
 
-    monkeypatch.setattr(runner, "measure_usage", lambda: events.append("machine check") or QUIET)
+    monkeypatch.setattr(harness, "measure_usage", lambda: events.append("machine check") or QUIET)
     run_benchmarks([impl("native", rnn=Logged)], [tiny(), tiny(name="second")], threads=1,
                    wait=lambda: events.append("wait"))
     waited = events.index("wait")
@@ -590,7 +590,7 @@ def test_vs_native_cells_never_show_a_speed_up_that_is_not_one():
 
 
 def test_bench_says_a_busy_machine_in_its_first_line(workload_file, monkeypatch, capsys):
-    monkeypatch.setattr(runner, "measure_usage", lambda: Usage(0.8, 0.0))
+    monkeypatch.setattr(harness, "measure_usage", lambda: Usage(0.8, 0.0))
     assert cli.main(["bench", "--impl", "native", "--workload", workload_file, "--threads", "1"]) == 0
     first = capsys.readouterr().out.splitlines()[0]
     assert first == "BUSY MACHINE, timings less reliable: other processes used 80% of " \
@@ -617,7 +617,7 @@ def no_benchmarks(monkeypatch):
     """Fails the test if any benchmark would be run."""
     def refuse(*args, **kwargs):
         raise AssertionError("the benchmarks ran before the usage error")
-    monkeypatch.setattr(runner, "run_benchmarks", refuse)
+    monkeypatch.setattr(harness, "run_benchmarks", refuse)
 
 
 def unwritable_places(tmp_path):

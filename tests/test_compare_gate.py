@@ -8,7 +8,7 @@ from torch import nn
 
 from rnnbench.benchmarks import gate_error_rates
 from rnnbench.cli import main
-from rnnbench.reports.compare import Gate, rank_test
+from rnnbench.reports.regression import Gate, rank_test
 
 WORKLOADS = ("w1", "w2", "w3")
 

@@ -323,7 +323,7 @@ def test_modules_pickle_and_copy(impl):
 def test_benchmark_builds_its_session_in_the_first_call_only(impl, builds, monkeypatch):
     # rnnbench bench times the first call apart (first_call_s); the timed calls after it must
     # reuse what it built. Each build records how many runs had started before it.
-    from rnnbench.benchmarks.runner import run_benchmarks
+    from rnnbench.benchmarks.harness import run_benchmarks
     from rnnbench.benchmarks.workloads import Workload
 
     runs = []

@@ -407,7 +407,7 @@ def test_compare_bad_inputs_are_one_line(tmp_path, capsys):
 @pytest.fixture
 def stub_stages(monkeypatch):
     """conform() and run_benchmarks() replaced by fixture documents; `eager` fails one check."""
-    import rnnbench.benchmarks.runner
+    import rnnbench.benchmarks.harness
     import rnnbench.suites
 
     def conform(target, quick=False, progress=None, **_):
@@ -427,7 +427,7 @@ def stub_stages(monkeypatch):
         return doc
 
     monkeypatch.setattr(rnnbench.suites, "conform", conform, raising=False)
-    monkeypatch.setattr(rnnbench.benchmarks.runner, "run_benchmarks", run_benchmarks)
+    monkeypatch.setattr(rnnbench.benchmarks.harness, "run_benchmarks", run_benchmarks)
     stub_stages.interrupt, stub_stages.unloadable = False, None
     return stub_stages
 

@@ -42,7 +42,7 @@ ENVIRONMENT = {"rnnbench": "0.1.0", "python": "3.11", "torch": "2.13.0", "cuda":
 def stages(monkeypatch):
     """conform() sleeps a little and passes everything; run_benchmarks() waits as told and
     returns fixed results on a busy machine. Both record what they saw."""
-    import rnnbench.benchmarks.runner
+    import rnnbench.benchmarks.harness
     import rnnbench.suites
 
     seen = {"quick": [], "running": 0, "most_at_once": 0, "finished": 0,
@@ -75,7 +75,7 @@ def stages(monkeypatch):
         return doc
 
     monkeypatch.setattr(rnnbench.suites, "conform", conform, raising=False)
-    monkeypatch.setattr(rnnbench.benchmarks.runner, "run_benchmarks", run_benchmarks)
+    monkeypatch.setattr(rnnbench.benchmarks.harness, "run_benchmarks", run_benchmarks)
     return seen
 
 

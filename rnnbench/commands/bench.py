@@ -24,7 +24,7 @@ from rnnbench.errors import UsageError
 from rnnbench.progress import StepCounter
 from rnnbench.reference import KINDS
 from rnnbench.reports import units
-from rnnbench.results import BASELINE, STATUSES, check_writable, write_json
+from rnnbench.documents import BASELINE, STATUSES, check_writable, write_json
 
 DEFAULT_PRESET = "quick"
 WORKLOAD_KINDS = KINDS + ("implicit",)
@@ -56,7 +56,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     import torch
 
-    from rnnbench.benchmarks.runner import run_benchmarks
+    from rnnbench.benchmarks.harness import run_benchmarks
     from rnnbench.impls import load, registered
 
     if args.json:
@@ -115,7 +115,7 @@ def run(args) -> int:
 
 def _something_to_measure(asked: list, workloads: list, device: str) -> None:
     """UsageError when none of the implementations asked for can run any of the workloads."""
-    from rnnbench.benchmarks.runner import availability
+    from rnnbench.benchmarks.harness import availability
 
     reasons = {}
     for impl in asked:

@@ -15,7 +15,7 @@ from rnnbench.benchmarks.cold_start import STEPS, cold_start
 from rnnbench.benchmarks.workloads import load_workloads, preset_names
 from rnnbench.errors import UsageError
 from rnnbench.reports import units
-from rnnbench.results import check_writable, write_json
+from rnnbench.documents import check_writable, write_json
 
 DEFAULT_IMPLS = "compile"
 DEFAULT_PRESET = "goals"

@@ -4,12 +4,12 @@ fail on a performance regression.
 Exit 1 when a result is slower by more than the threshold and the slow-down is real (a rank
 test on the raw samples, or the IQR rule for files without them), when one ran in BASE and
 failed in HEAD, or when one in BASE is missing from HEAD (unless --allow-missing); 0
-otherwise; 2 for a bad input or option. The rules are in `rnnbench.reports.compare`.
+otherwise; 2 for a bad input or option. The rules are in `rnnbench.reports.regression`.
 """
 from __future__ import annotations
 
 from rnnbench.errors import UsageError
-from rnnbench.reports.compare import (DEFAULT_ALPHA, DEFAULT_THRESHOLD, Gate, compare_runs,
+from rnnbench.reports.regression import (DEFAULT_ALPHA, DEFAULT_THRESHOLD, Gate, compare_runs,
                                       format_changes, gating, machine_differences,
                                       parse_threshold, samples_of)
 from rnnbench.reports.load import load_file

@@ -51,7 +51,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from rnnbench.results import check_writable, write_json
+    from rnnbench.documents import check_writable, write_json
     from rnnbench.suites import text
     from rnnbench.suites.isolation import DEFAULT_BUDGET_S, DEFAULT_TIMEOUT_S, conform
     from rnnbench.suites.fuzz import case_from_json

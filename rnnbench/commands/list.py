@@ -69,7 +69,7 @@ def describe(impl) -> dict:
 
 def presets(args=None) -> list[dict]:
     from rnnbench.benchmarks.workloads import PRESET_DIR, load_workloads, preset_names
-    from rnnbench.results import read_json
+    from rnnbench.documents import read_json
 
     found = []
     for name in preset_names():

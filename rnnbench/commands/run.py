@@ -29,7 +29,7 @@ from tabulate import tabulate
 
 from rnnbench.errors import UsageError
 from rnnbench.progress import LiveLine, tally
-from rnnbench.results import BASELINE, CONFORMANCE_SCHEMA, OUTCOMES, check_writable, write_json
+from rnnbench.documents import BASELINE, CONFORMANCE_SCHEMA, OUTCOMES, check_writable, write_json
 
 DEFAULT_OUT = Path("reports") / "latest"     # git-ignored
 PRESET = "quick"
@@ -214,7 +214,7 @@ def merged(docs: list[dict]) -> dict:
 def _bench_stage(impls: list, out: Path, progress: StageProgress, wait) -> tuple[Path, dict]:
     """The quick preset over every built-in; `wait()` is called once the modules are built,
     checked and called once, before anything is timed."""
-    from rnnbench.benchmarks.runner import run_benchmarks
+    from rnnbench.benchmarks.harness import run_benchmarks
     from rnnbench.benchmarks.workloads import load_workloads
 
     path = out / "bench.json"

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from tabulate import tabulate
 
 from rnnbench.errors import UsageError
-from rnnbench.reports.model import Results, Timing
-from rnnbench.reports.units import seconds
-from rnnbench.results import read_json
+from rnnbench.reports.records import Results, Timing
+from rnnbench.reports.units import percent, seconds
+from rnnbench.documents import read_json
 
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_ALPHA = 0.01
@@ -128,7 +128,7 @@ def format_changes(changes: list[Change], gate: Gate = Gate()) -> str:
         groups.setdefault((workload, kind, device, dtype), []).append(c)
     lines = []
     for (workload, *labels), group in groups.items():
-        rows = [[c.key[0], c.key[5], _time(c.base), _time(c.head), _percent(c.change, signed=True),
+        rows = [[c.key[0], c.key[5], _time(c.base), _time(c.head), percent(c.change, signed=True),
                  _evidence(c), c.verdict] for c in group]
         shown = ", ".join(label for label in labels if label)
         lines += [f"{workload} ({shown})" if shown else workload,
@@ -221,8 +221,4 @@ def _evidence(c: Change) -> str:
     return ""
 
 
-def _percent(value: float | None, signed: bool = False) -> str:
-    if value is None:
-        return ""
-    return f"{value:+.1%}" if signed else f"{value:.1%}"
 

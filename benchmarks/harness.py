@@ -26,13 +26,13 @@ from rnnbench.benchmarks.noise import NOISY_IQR_FRACTION, is_noisy, ratio_interv
 from rnnbench.benchmarks.precheck import PRECHECK_BATCH, PRECHECK_STEPS, forward_conformance
 from rnnbench.benchmarks.tasks import Task, build_task
 from rnnbench.benchmarks.timing import (RepeatPolicy, gemm_peak, measure, measure_interleaved,
-                                        peak_memory_bytes, pinned_threads, summarize, synchronizer,
+                                        peak_memory_bytes, pinned_threads, sample_summary, synchronizer,
                                         warm_up)
 from rnnbench.benchmarks.workloads import BACKWARD_METRICS, Workload
 from rnnbench.environment import capture
 from rnnbench.impls.base import Implementation
 from rnnbench.impls.registry import one_line
-from rnnbench.results import BASELINE, BENCH_SCHEMA
+from rnnbench.documents import BASELINE, BENCH_SCHEMA
 
 MAX_WARNINGS = 3
 
@@ -268,7 +268,7 @@ def _time_metric(ready: Prepared, metric: str, peak: float | None, policy: Repea
                 _mark(results, name, [metric], "failed", f"memory call: {one_line(exc)}")
                 continue
             results[name, metric].update(
-                _numbers(ready.workload, metric, summarize(samples[name], numbers[name]), peak,
+                _numbers(ready.workload, metric, sample_summary(samples[name], numbers[name]), peak,
                          memory, ready.tasks[name].solver_stats()), threads=used)
             if used != pinned:
                 results[name, metric]["warnings"].append(

@@ -12,12 +12,17 @@ What makes it fast (measured against torch.nn on CPU, see docs/performance.md):
   weight, bias and input gradients each as one GEMM over all time steps.
 
 The kernel is built with torch.utils.cpp_extension on first use (about a minute) into torch's
-extension cache (TORCH_EXTENSIONS_DIR, default ~/.cache/torch_extensions) and reused after that.
-It is built for the building machine's CPU (-march=native): give machines with different CPUs
-different caches. Without a C++ compiler or ninja the implementation is unavailable and says why.
+extension cache (TORCH_EXTENSIONS_DIR, default ~/.cache/torch_extensions) and reused after that,
+in a folder named by a digest of the source, the flags and torch's version, so that two
+checkouts with different kernels never share (or rebuild) one build. It is built for the
+building machine's CPU (-march=native): give machines with different CPUs different caches.
+Without a C++ compiler or ninja the implementation is unavailable and says why.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import os
 import platform
 import shutil
@@ -64,12 +69,38 @@ def _build():
     if not cpp_extension.is_ninja_available():
         return "fused needs ninja to build its kernels (pip install ninja)"
     try:
-        module = cpp_extension.load(name=EXTENSION_NAME, sources=[str(SOURCE)],
-                                    extra_cflags=CFLAGS, extra_ldflags=LDFLAGS)
+        with _build_lock(_build_directory(cpp_extension)) as directory:
+            module = cpp_extension.load(name=EXTENSION_NAME, sources=[str(SOURCE)],
+                                        extra_cflags=CFLAGS, extra_ldflags=LDFLAGS,
+                                        build_directory=str(directory))
     except Exception as error:  # a failed build raises several types; all mean "unavailable"
         lines = str(error).strip().splitlines() or [type(error).__name__]
         return f"fused could not build its kernels: {lines[0]}"
     return module
+
+
+def _build_directory(cpp_extension) -> Path:
+    digest = hashlib.sha256(SOURCE.read_bytes())
+    digest.update(" ".join([*CFLAGS, *LDFLAGS, torch.__version__]).encode())
+    root = os.environ.get("TORCH_EXTENSIONS_DIR") or cpp_extension.get_default_build_root()
+    return Path(root) / f"{EXTENSION_NAME}-{digest.hexdigest()[:16]}"
+
+
+@contextlib.contextmanager
+def _build_lock(directory: Path):
+    """Hold an exclusive lock on the build folder while building or loading.
+
+    torch's own lock is a file that a killed build leaves behind, after which every later build
+    waits for it forever. An flock ends with the process that holds it, so whoever holds ours
+    knows that any lock file of torch's in the folder is such a leftover and removes it."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / "rnnbench.flock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            (directory / "lock").unlink(missing_ok=True)
+            yield directory
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def availability() -> str | None:

@@ -316,3 +316,26 @@ def test_init_bound_is_one_over_sqrt_hidden():
         values = torch.cat([p.detach().flatten() for p in module.parameters()])
         assert values.abs().max() <= bound
         assert values.min() < -0.9 * bound and values.max() > 0.9 * bound
+
+
+def test_fused_build_removes_the_lock_a_killed_build_left(tmp_path):
+    # torch waits forever for its lock file; one left by a killed build must not hang the next
+    from rnnbench.impls import fused
+
+    (tmp_path / "lock").write_text("")
+    with fused._build_lock(tmp_path) as directory:
+        assert directory == tmp_path
+        assert not (tmp_path / "lock").exists()
+
+
+def test_fused_builds_of_different_sources_use_different_folders(monkeypatch, tmp_path):
+    from torch.utils import cpp_extension
+
+    from rnnbench.impls import fused
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    first = fused._build_directory(cpp_extension)
+    other = tmp_path / "other.cpp"
+    other.write_text(fused.SOURCE.read_text() + "\n// changed\n")
+    monkeypatch.setattr(fused, "SOURCE", other)
+    assert first.parent == tmp_path and fused._build_directory(cpp_extension) != first

@@ -471,7 +471,17 @@ def test_an_implementation_that_hangs_after_a_while_costs_a_bounded_time(tmp_pat
 def test_the_run_budget_stops_a_run_and_says_so(tmp_path):
     from rnnbench.suites import conform
 
-    doc = conform("native", kinds=["lstm"], budget_s=4.0)
+    # correct but slow, so that the budget ends the run on a fast machine too
+    (tmp_path / "slow.py").write_text(textwrap.dedent("""
+        import time
+        import torch
+
+        class SlowLSTM(torch.nn.LSTM):
+            def forward(self, *args, **kwargs):
+                time.sleep(0.05)
+                return super().forward(*args, **kwargs)
+    """))
+    doc = conform(f"{tmp_path / 'slow.py'}:SlowLSTM", kinds=["lstm"], budget_s=4.0)
     outcomes = {r["outcome"] for r in doc["results"]}
     assert "passed" in outcomes and "error" in outcomes
     assert any("budget of 4 s is spent" in r["message"] for r in doc["results"])

@@ -3,8 +3,7 @@
 Before a workload is timed, every implementation runs one forward pass on the workload's own
 configuration at a small batch and length (at most PRECHECK_BATCH and PRECHECK_STEPS), in the
 workload's dtype, compared with the float64 reference by the conformance suite's own forward
-check (`rnnbench.suites.check_numerics.check_forward`; for the implicit kind
-`rnnbench.suites.check_implicit.check_forward`, in float64), so it applies exactly the suite's
+check of the workload's kind (`rnnbench.suites.kinds`), so it applies exactly the suite's
 tolerance policy and diagnoses. It runs in the grad mode the workload times first (no_grad when
 the workload times `forward`), so compiled implementations build the graph the timing reuses.
 
@@ -25,8 +24,6 @@ import torch
 from rnnbench.benchmarks.workloads import Workload
 from rnnbench.impls.base import Implementation
 from rnnbench.impls.registry import one_line
-from rnnbench.reference import Config
-from rnnbench.reference.implicit import ImplicitConfig
 
 PRECHECK_BATCH = 3
 # 20 steps: a chunk of 16 and one of 4 in compile's chunking, so every compiled path is run.
@@ -47,27 +44,16 @@ def forward_conformance(impl: Implementation, workload: Workload, device: str = 
     from rnnbench.suites.results import Finding, NotSupported
     from rnnbench.suites.subject import Subject
 
+    from rnnbench.suites.kinds import suite_kind
+
     cfg = workload.config
-    if isinstance(cfg, Config):
-        from rnnbench.suites.cases import Case
-        from rnnbench.suites.check_numerics import check_forward
-
-        dtype = workload.dtype
-        # No initial state, as the timed calls pass none: the same code path is checked (and
-        # compiled implementations build the graphs the timing then reuses).
-        case = Case(f"{workload.name}-precheck", cfg, min(workload.batch, PRECHECK_BATCH),
-                    min(workload.steps, PRECHECK_STEPS), h0=False)
-        check = lambda subject: check_forward(subject, case, dtype)  # noqa: E731
-    elif isinstance(cfg, ImplicitConfig):
-        from rnnbench.suites import check_implicit
-
-        dtype = "float64"  # the implicit checks run in float64 only (their tolerance needs it)
-        case = check_implicit.Case(f"{workload.name}-precheck", cfg,
-                                   min(workload.batch, PRECHECK_BATCH),
-                                   min(workload.steps, PRECHECK_STEPS))
-        check = lambda subject: check_implicit.check_forward(subject, case)  # noqa: E731
-    else:
-        return Conformance(None, f"not checked: no reference for kind {workload.kind!r}")
+    checker = suite_kind(workload.kind)
+    dtype = checker.dtype or workload.dtype
+    # No initial state, as the timed calls pass none: the same code path is checked (and
+    # compiled implementations build the graphs the timing then reuses).
+    case = checker.make_case(f"{workload.name}-precheck", cfg, min(workload.batch, PRECHECK_BATCH),
+                             min(workload.steps, PRECHECK_STEPS))
+    check = lambda subject: checker.forward_check(subject, case, dtype)  # noqa: E731
     missing = impl.missing_features(cfg, dtype=dtype, device=torch.device(device).type)
     if missing:
         return Conformance(None, f"not checked: needs {', '.join(missing)}, which "

@@ -77,8 +77,10 @@ def build_task(impl: Implementation, workload: Workload, device: str, seed: int 
     """Construct `impl`'s module for `workload` on `device` with seeded parameters and inputs."""
     dtype = getattr(torch, workload.dtype)
     torch.manual_seed(seed)
-    rnn = impl.constructor(workload.kind)(**workload.config.constructor_kwargs(),
-                                          device=device, dtype=dtype)
+    # Built, then moved: every kind's constructor takes its config's arguments; not every one
+    # takes torch.nn's device= and dtype=.
+    rnn = impl.constructor(workload.kind)(**workload.config.constructor_kwargs())
+    rnn = rnn.to(device=device, dtype=dtype)
     wrapped = workload.vocab or workload.classes
     model = Classifier(rnn, workload, device, dtype) if wrapped else rnn
     if workload.vocab:

@@ -1,8 +1,8 @@
 """Benchmark workloads as data: what to run, at which sizes, and which metrics to time.
 
-A `Workload` is one module configuration (a `rnnbench.reference.Config`, or the config of any
-other kind that has a `.kind`, such as the implicit RNN's) with a batch, a sequence length, a
-dtype, the metrics to time and notes. Named presets live in `presets/<name>.json`; users pass
+A `Workload` is one module configuration of any kind the spec knows (`rnnbench.reference.kinds`:
+torch.nn's, the implicit RNN's, a registered one) with a batch, a sequence length, a dtype, the
+metrics to time and notes; its input shape, FLOPs and token count come from the kind's record. Named presets live in `presets/<name>.json`; users pass
 their own file in the same format:
 
     {"description": "...", "notes": "...",
@@ -13,7 +13,7 @@ their own file in the same format:
 Metrics: "forward" (inference, under torch.no_grad), "forward_backward" (forward, then backward of
 a fixed random output gradient, or of the classification loss when `classes` is set), and
 "train_step" (forward_backward, then gradient clipping when `clip_norm` is set and an SGD step).
-FLOPs follow `rnnbench.reference.forward_flops` (matmuls only); a backward pass is counted as twice
+FLOPs follow the kind's record (matmuls only, `rnnbench.reference.forward_flops` for torch.nn's); a backward pass is counted as twice
 its forward (the usual convention: gradients w.r.t. activations and w.r.t. weights each cost one
 forward's matmuls), so metrics with a backward count three forwards.
 """
@@ -25,8 +25,9 @@ from pathlib import Path
 from rnnbench.errors import UsageError
 from rnnbench.impls.base import DEVICE_FEATURES as DEVICES
 from rnnbench.impls.base import DTYPE_FEATURES as DTYPES
-from rnnbench.reference import KINDS, Config, ConfigError, forward_flops, io_shapes
 from rnnbench.documents import read_json
+from rnnbench.reference import ConfigError, kinds
+from rnnbench.reference.kinds import KindSpec, kind_of
 
 PRESET_DIR = Path(__file__).parent / "presets"
 METRICS = ("forward", "forward_backward", "train_step")
@@ -65,10 +66,14 @@ class Workload:
         return self.config.kind
 
     @property
+    def spec(self) -> KindSpec:
+        """What the spec says of this workload's kind (`rnnbench.reference.kinds`)."""
+        return kind_of(self.config)
+
+    @property
     def tokens(self) -> int:
         """Sequence elements processed per call: batch x steps (a cell does one step)."""
-        cell = isinstance(self.config, Config) and self.config.is_cell
-        return self.batch * (1 if cell else self.steps)
+        return self.spec.tokens(self.config, self.batch, self.steps)
 
     def flops(self, metric: str, *, input_gemm: bool = True) -> int | None:
         """Matmul FLOPs of one call of `metric`; None where the spec has no count for the kind.
@@ -76,19 +81,22 @@ class Workload:
         `input_gemm=False` leaves out the input projection, as DeepBench's timings do.
         Embedding lookups and classifier heads are not counted: the FLOPs are the module's.
         """
-        if not isinstance(self.config, Config):
+        forward = self.spec.flops(self.config, self.batch, self.steps, input_gemm)
+        if forward is None:
             return None
-        forward = forward_flops(self.config, self.batch, self.steps, input_gemm=input_gemm)
         return forward * (1 + BACKWARD_FLOP_FACTOR) if metric in BACKWARD_METRICS else forward
 
     def input_shape(self) -> tuple[int, ...]:
         """Shape of the module's input; token-id inputs drop the feature axis."""
-        if isinstance(self.config, Config):
-            shape = io_shapes(self.config, self.batch, self.steps)["input"]
-        else:
-            # Other kinds (the implicit RNN) take batch-first (batch, steps, features) input.
-            shape = (self.batch, self.steps, self.config.input_size)
+        shape = self.spec.io_shapes(self.config, self.batch, self.steps)["input"]
         return shape[:-1] if self.vocab else shape
+
+    @property
+    def sequence_output(self) -> bool:
+        """Whether the module returns an output per step (time, batch, features) first, which
+        an embedding in front and a classifier behind (`vocab`, `classes`) need."""
+        shapes = self.spec.io_shapes(self.config, 2, 3)
+        return len(shapes.get("output", ())) == 3
 
     def to_dict(self) -> dict:
         """A JSON-ready dict that `workload_from_dict` turns back into this workload."""
@@ -99,24 +107,8 @@ class Workload:
 
 
 def config_from_dict(data: dict) -> object:
-    """The config object for `data["kind"]`: a Config, or the implicit kind's config."""
-    if not isinstance(data, dict) or "kind" not in data:
-        raise ValueError("config must be an object with a 'kind'")
-    kind = data["kind"]
-    if kind in KINDS:
-        cls = Config
-    elif kind == "implicit":
-        try:
-            from rnnbench.reference.implicit import ImplicitConfig as cls
-        except ImportError:
-            raise ValueError("kind 'implicit' needs rnnbench.reference.implicit, which is missing") from None
-    else:
-        raise ValueError(f"unknown kind {kind!r} (known: {', '.join(KINDS + ('implicit',))})")
-    names = {f.name for f in fields(cls)}
-    unknown = sorted(set(data) - names)
-    if unknown:
-        raise ValueError(f"{kind} config has no field {', '.join(map(repr, unknown))}")
-    return cls(**data)
+    """The config object `data` describes, by its kind (`rnnbench.reference.kinds`)."""
+    return kinds.config_from_dict(data)
 
 
 def workload_from_dict(data: dict, defaults: dict | None = None) -> Workload:
@@ -166,8 +158,8 @@ def _problem(w: Workload) -> str | None:
         return f"clip_norm must be a positive number or null, got {w.clip_norm!r}"
     if not (isinstance(w.budget_s, (int, float)) and w.budget_s > 0):
         return f"budget_s must be a positive number, got {w.budget_s!r}"
-    if (w.vocab or w.classes) and not isinstance(w.config, Config):
-        return "vocab and classes apply to the torch.nn kinds only"
+    if (w.vocab or w.classes) and not w.sequence_output:
+        return "vocab and classes apply to kinds whose output is a sequence (time, batch, features)"
     return None
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from rnnbench.impls.adapt import adapt
-from rnnbench.reference import Config
+from rnnbench.reference.kinds import kind_of
 
 # Features an implementation may declare unsupported. Configuration features are derived from a
 # Config by `required_features`; dtypes and devices are named as torch names them.
@@ -33,21 +33,10 @@ def required_features(cfg, *, batched: bool = True, dtype: str = "float32",
     """The features running `cfg` this way needs, in FEATURES order; `extra` adds features the
     caller knows it needs (e.g. "optional_state" for a call with hx=None that tests exactly that).
 
-    The configuration features apply to torch.nn's kinds (a `Config`); other kinds (the implicit
-    model's config) need only their dtype, device and, if asked, backward. Dropout is needed only
-    where it acts, between layers: a one-layer module with dropout > 0 must just not drop."""
-    needed = {dtype: True, device: True, "backward": backward, **dict.fromkeys(extra, True)}
-    if isinstance(cfg, Config):
-        needed.update({
-            "num_layers": cfg.num_layers > 1,
-            "bidirectional": cfg.bidirectional,
-            "batch_first": cfg.batch_first,
-            "proj_size": cfg.proj_size > 0,
-            "no_bias": not cfg.bias,
-            "relu": cfg.nonlinearity == "relu",
-            "dropout": cfg.dropout > 0 and cfg.num_layers > 1,
-            "unbatched": not batched,
-        })
+    The configuration features are what the kind's spec record says of `cfg`
+    (`rnnbench.reference.kinds`: torch.nn's kinds name theirs, the implicit model's none)."""
+    needed = {dtype: True, device: True, "backward": backward, "unbatched": not batched,
+              **dict.fromkeys(extra, True), **kind_of(cfg).features(cfg)}
     return [f for f in FEATURES if needed.get(f)]
 
 

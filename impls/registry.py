@@ -19,14 +19,11 @@ from pathlib import Path
 from rnnbench.errors import UsageError
 from rnnbench.findings import strip_addresses
 from rnnbench.impls.base import Implementation
-from rnnbench.reference import KINDS as TORCH_KINDS
-from rnnbench.reference.implicit import KIND as IMPLICIT_KIND
+from rnnbench.reference.kinds import KINDS
 
 # Built-in implementations: each is the module rnnbench.impls.<name> with an IMPLEMENTATION.
 BUILTINS = ("native", "eager", "torchscript", "compile", "fused", "onnxruntime", "implicit",
             "triton")
-# The kinds a constructor can implement: torch.nn's six, and the implicit model.
-KINDS = TORCH_KINDS + (IMPLICIT_KIND,)
 ENTRY_POINT_GROUP = "rnnbench.impls"
 # What importing someone else's code may raise; SystemExit too, as a script may call sys.exit.
 IMPORT_FAILURES = (Exception, SystemExit)

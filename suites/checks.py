@@ -80,3 +80,17 @@ CHECKS: tuple[Check, ...] = (
     Check("inputs", "inputs", check_inputs.check_inputs_unchanged, CASES),
     *(Check(**row) for row in check_implicit.ROWS),
 )
+
+
+# Rows a kind registered after import adds (rnnbench.suites.check_spec.register_kind).
+_REGISTERED: list[Check] = []
+
+
+def register_checks(rows) -> None:
+    """Add catalogue rows, e.g. the spec-driven checks of a newly registered kind."""
+    _REGISTERED.extend(rows)
+
+
+def all_checks() -> tuple[Check, ...]:
+    """The catalogue: the built-in rows, then the registered ones."""
+    return CHECKS + tuple(_REGISTERED)

@@ -25,7 +25,7 @@ from rnnbench.documents import OUTCOMES
 from rnnbench.reference import KINDS as TORCH_KINDS
 from rnnbench.suites import known
 from rnnbench.suites.cases import CASES, Case
-from rnnbench.suites.checks import CHECKS, Check
+from rnnbench.suites.checks import CHECKS, Check, all_checks
 from rnnbench.suites.fuzz import FuzzCase, check_fuzz
 from rnnbench.suites.results import CheckResult, Finding, NotSupported
 from rnnbench.suites.parammap import probe_config
@@ -108,8 +108,8 @@ def plan(impl: Implementation, kinds=None, quick: bool = False, checks: str | No
         items = [Item(kind, FUZZ, FuzzCase(kind, fuzz)) for kind in resolve_kinds(impl, kinds)
                  if kind in TORCH_KINDS]
     else:
-        items = [Item(kind, check, row) for kind in resolve_kinds(impl, kinds) for check in CHECKS
-                 for row in check.cases(kind, quick)]
+        items = [Item(kind, check, row) for kind in resolve_kinds(impl, kinds)
+                 for check in all_checks() for row in check.cases(kind, quick)]
     if checks is None:
         return items
     chosen = [item for item in items if any(fnmatch.fnmatchcase(text, pattern)

@@ -22,12 +22,11 @@ from rnnbench.benchmarks.machine import busy_line
 from rnnbench.benchmarks.workloads import load_workloads, preset_names
 from rnnbench.errors import UsageError
 from rnnbench.progress import StepCounter
-from rnnbench.reference import KINDS
+from rnnbench.reference.kinds import KINDS as WORKLOAD_KINDS
 from rnnbench.reports import units
 from rnnbench.documents import BASELINE, STATUSES, check_writable, write_json
 
 DEFAULT_PRESET = "quick"
-WORKLOAD_KINDS = KINDS + ("implicit",)
 # Solver statistics worth a note (the rest stay in the JSON).
 SOLVER_NOTES = ("forward_iterations", "backward_iterations", "unconverged")
 WITHIN_NOISE = f"≈ {BASELINE} (within noise)"

@@ -91,8 +91,9 @@ def _workload(args):
             raise UsageError(f"no workload named {args.name!r} (known: "
                              f"{', '.join(w.name for w in workloads)})")
         workload = named[0]
-    if workload.kind not in ("rnn", "lstm", "gru", "implicit"):
-        raise UsageError(f"{workload.name} is a {workload.kind}: a cell has no sequence length")
+    if not workload.spec.steps_matter:
+        raise UsageError(f"{workload.name} is a {workload.kind}: it takes one step, so it has "
+                         "no sequence length")
     return workload
 
 

@@ -136,24 +136,19 @@ def _workloads_table(rows: list[dict]) -> str:
 
 
 def _sizes(row: dict) -> str:
-    config = row["config"]
-    if config["kind"] == "implicit":
-        text = (f"{config['input_size']}->{config['hidden_size']}/{config['implicit_size']}->"
-                f"{config['output_size']}")
-    else:
-        text = f"{config['input_size']}->{config['hidden_size']}"
-    extras = [f"L{config['num_layers']}" if config.get("num_layers", 1) > 1 else "",
-              "bi" if config.get("bidirectional") else "",
-              "relu" if config.get("nonlinearity") == "relu" else "",
-              f"proj {config['proj_size']}" if config.get("proj_size") else "",
-              "" if row["dtype"] == "float32" else row["dtype"],
+    from rnnbench.reference.kinds import config_from_dict
+
+    # The config's own label without its kind (the table has a column for that): "3->5 ...".
+    label = config_from_dict(row["config"]).describe()
+    text = label.split("(", 1)[1].replace(")", "", 1) if "(" in label else label
+    extras = ["" if row["dtype"] == "float32" else row["dtype"],
               f"vocab {row['vocab']}" if row.get("vocab") else "",
               f"{row['classes']} classes" if row.get("classes") else ""]
     return " ".join([text, *(e for e in extras if e)])
 
 
 def _checks_table(rows: list[dict]) -> str:
-    from rnnbench.impls.registry import KINDS
+    from rnnbench.reference.kinds import KINDS
 
     kinds = [k for k in KINDS if any(k in row["cases"] for row in rows)]
     table = [[row["check"], row["category_title"]]

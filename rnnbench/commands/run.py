@@ -200,7 +200,7 @@ def merged(docs: list[dict]) -> dict:
     if failed is not None or len(docs) == 1:
         return failed or docs[0]
     results = sorted((r for doc in docs for r in doc["results"]),
-                     key=lambda r: KINDS.index(r["kind"]) if r.get("kind") in KINDS else len(KINDS))
+                     key=lambda r: list(KINDS).index(r["kind"]) if r.get("kind") in KINDS else len(KINDS))
     counts = {outcome: sum(r.get("outcome") == outcome for r in results) for outcome in OUTCOMES}
     return {**docs[0], "kinds": [kind for doc in docs for kind in doc.get("kinds", [])],
             "interrupted": any(doc.get("interrupted") for doc in docs),

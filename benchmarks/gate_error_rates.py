@@ -91,30 +91,36 @@ def error_rates(docs: list[dict], impl_name: str, fractions, gate) -> dict:
         plain = [_only(doc, impl_name, impl_name, Path(folder) / f"aa-{i}.json")
                  for i, doc in enumerate(docs)]
         rates = {"comparisons": len(docs) - 1,
-                 "aa": _rates(plain[:-1], plain[1:], gate)}
+                 "aa": _rates(plain[:-1], plain[1:], gate, impl_name)}
         for fraction in fractions:
             name = planted_name(impl_name, fraction)
             heads = [_only(doc, name, impl_name, Path(folder) / f"{name}-{i}.json")
                      for i, doc in enumerate(docs)]
-            rates[name] = _rates(plain[:-1], heads[1:], gate)
+            rates[name] = _rates(plain[:-1], heads[1:], gate, impl_name)
     return rates
 
 
 def _only(doc: dict, name: str, as_name: str, path: Path) -> Path:
-    """`doc` with only `name`'s results, renamed `as_name`, written to `path`."""
-    results = [{**r, "impl": as_name} for r in doc["results"] if r["impl"] == name]
+    """`doc` with only `name`'s results, renamed `as_name`, and the baseline's (the gate judges
+    the others relative to it), written to `path`."""
+    from rnnbench.documents import BASELINE
+
+    results = [{**r, "impl": as_name} if r["impl"] == name else r for r in doc["results"]
+               if r["impl"] in (name, BASELINE)]
     path.write_text(json.dumps({**doc, "results": results}))
     return path
 
 
-def _rates(bases: list[Path], heads: list[Path], gate) -> dict:
+def _rates(bases: list[Path], heads: list[Path], gate, impl_name: str) -> dict:
+    """The gate's verdicts on `impl_name`'s results (native's are there as its yardstick)."""
     from rnnbench.reports.regression import compare_runs, gating, samples_of
     from rnnbench.reports.load import load_file
 
     failed_comparisons, flagged, compared = 0, 0, 0
     for base_path, head_path in zip(bases, heads):
         base, head = load_file(base_path), load_file(head_path)
-        changes = compare_runs(base.timings, head.timings, gate, samples_of(base), samples_of(head))
+        changes = [c for c in compare_runs(base.timings, head.timings, gate, samples_of(base),
+                                           samples_of(head)) if c.key[0] == impl_name]
         failing = gating(changes, gate)
         failed_comparisons += bool(failing)
         flagged += len(failing)

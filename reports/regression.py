@@ -3,12 +3,19 @@
 Per (impl, kind, workload, device, dtype, metric) the change of the median time, judged by one
 of two rules:
 
-- **rank test** (both runs kept their raw samples, `samples_s` in rnnbench.bench/2): a one-sided
-  Mann–Whitney U test of HEAD's samples against BASE's, in the direction of the change, as asv
-  and Google Benchmark's compare.py do. A change is real when p < alpha (default 0.01, which
-  7 samples a side can reach; asv's 0.002 needs more). A real slow-down past the threshold is
-  a **regression**, a real speed-up past it an improvement, a real change inside it is
-  "below threshold", anything else "within noise".
+- **rank test against native** (both runs kept their raw samples, `samples_s` in
+  rnnbench.bench/2, and both timed native on the same workload and metric): every sample is
+  divided by its own run's native median, and a one-sided Mann–Whitney U test compares HEAD's
+  against BASE's, in the direction of the change. Native is timed interleaved with the others in
+  each run, so what moves every implementation between runs (the machine's clock, a neighbour,
+  memory placement) cancels out.
+- **rank test** (raw samples where one run has no native, and for native itself): the same
+  test on the raw samples, as asv and Google Benchmark's compare.py do.
+
+  Either way a change is real when p < alpha (default 0.01, which 7 samples a side can reach;
+  asv's 0.002 needs more). A real slow-down past the threshold is a **regression**, a real
+  speed-up past it an improvement, a real change inside it is "below threshold", anything else
+  "within noise".
 - **IQR rule** (either run has no samples: rnnbench.bench/1, pytest-benchmark): a change of the
   median no larger than the larger of the two IQRs is "within noise"; past it, the threshold
   decides as above. The output says how many results each rule judged.
@@ -20,6 +27,7 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 from dataclasses import dataclass
 
 from tabulate import tabulate
@@ -27,7 +35,7 @@ from tabulate import tabulate
 from rnnbench.errors import UsageError
 from rnnbench.reports.records import Results, Timing
 from rnnbench.reports.units import percent, seconds
-from rnnbench.documents import read_json
+from rnnbench.documents import BASELINE, read_json
 
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_ALPHA = 0.01
@@ -38,7 +46,8 @@ VERDICTS = ("regression", "failed", "missing", "improvement", "below threshold",
             "now timed", "not comparable", "not timed", "new", "duplicate")
 # Environment keys whose difference makes a comparison suspect; printed as a note.
 MACHINE_KEYS = ("hostname", "cpu", "gpu", "torch", "cuda", "threads")
-RANK_TEST, IQR_RULE = "rank test", "IQR rule"
+RANK_TEST_NATIVE, RANK_TEST, IQR_RULE = "rank test against native", "rank test", "IQR rule"
+RULES = (RANK_TEST_NATIVE, RANK_TEST, IQR_RULE)
 
 
 @dataclass(frozen=True)
@@ -49,8 +58,9 @@ class Change:
     base: Timing | None
     head: Timing | None
     verdict: str
-    change: float | None = None      # head median / base median - 1
-    rule: str | None = None          # RANK_TEST or IQR_RULE, for two timed results
+    change: float | None = None      # head median / base median - 1 (of the ratios to native
+                                     # under RANK_TEST_NATIVE)
+    rule: str | None = None          # one of RULES, for two timed results
     p_value: float | None = None     # the rank test's, in the direction of the change
     noise: float | None = None       # the IQR rule's spread, relative to the base median
 
@@ -109,9 +119,28 @@ def compare_runs(base: list[Timing], head: list[Timing], gate: Gate = Gate(),
         elif not b:
             changes.append(Change(key, None, h[0], "new"))
         else:
-            changes.append(_judge(key, b[0], h[0], gate, base_samples.get(key),
-                                  head_samples.get(key)))
+            changes.append(_judge(key, b[0], h[0], gate, *_samples(key, base_samples,
+                                                                  head_samples)))
     return changes
+
+
+def _samples(key: tuple, base: dict, head: dict) -> tuple[list | None, list | None, bool]:
+    """BASE's and HEAD's samples of `key` to judge, and whether they are relative to native:
+    divided by their own run's native median where both runs sampled native (and `key` is not
+    native), else raw."""
+    relative = _relative(base, key), _relative(head, key)
+    if None not in relative:
+        return (*relative, True)
+    return base.get(key), head.get(key), False
+
+
+def _relative(samples: dict, key: tuple) -> list[float] | None:
+    baseline = (BASELINE, *key[1:])
+    own, native = samples.get(key), samples.get(baseline)
+    if own is None or key == baseline or not native or len(native) < MIN_SAMPLES:
+        return None
+    middle = statistics.median(native)
+    return [value / middle for value in own]
 
 
 def gating(changes: list[Change], gate: Gate = Gate()) -> list[Change]:
@@ -136,7 +165,11 @@ def format_changes(changes: list[Change], gate: Gate = Gate()) -> str:
                                   "verdict"], disable_numparse=True), ""]
     counts = {v: sum(c.verdict == v for c in changes) for v in VERDICTS}
     summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
-    rules = {rule: sum(c.rule == rule for c in changes) for rule in (RANK_TEST, IQR_RULE)}
+    rules = {rule: sum(c.rule == rule for c in changes) for rule in RULES}
+    if rules[RANK_TEST_NATIVE]:
+        lines.append(f"{rules[RANK_TEST_NATIVE]} judged by the rank test against native: the "
+                     "samples as ratios to their run's native median, one-sided Mann-Whitney U, "
+                     f"p < {gate.alpha:g}")
     if rules[RANK_TEST]:
         lines.append(f"{rules[RANK_TEST]} judged by the rank test: one-sided Mann-Whitney U on "
                      f"the raw samples, p < {gate.alpha:g}")
@@ -155,8 +188,8 @@ def machine_differences(base_env: dict, head_env: dict) -> list[str]:
             if base_env.get(k) != head_env.get(k)]
 
 
-def _judge(key: tuple, base: Timing, head: Timing, gate: Gate, base_samples, head_samples
-           ) -> Change:
+def _judge(key: tuple, base: Timing, head: Timing, gate: Gate, base_samples, head_samples,
+           relative: bool = False) -> Change:
     base_ok = base.status == "ok" and bool(base.median_s)
     head_ok = head.status == "ok" and head.median_s is not None
     if not (base_ok and head_ok):
@@ -165,12 +198,13 @@ def _judge(key: tuple, base: Timing, head: Timing, gate: Gate, base_samples, hea
         else:
             verdict = "now timed" if head_ok else "not timed"
         return Change(key, base, head, verdict)
-    change = head.median_s / base.median_s - 1
     if min(len(base_samples or ()), len(head_samples or ())) >= MIN_SAMPLES:
+        change = statistics.median(head_samples) / statistics.median(base_samples) - 1
         p_value = rank_test(base_samples, head_samples, slower=change > 0)
         real = p_value < gate.alpha
         return Change(key, base, head, _verdict(change, real, gate.threshold), change,
-                      RANK_TEST, p_value=p_value)
+                      RANK_TEST_NATIVE if relative else RANK_TEST, p_value=p_value)
+    change = head.median_s / base.median_s - 1
     noise = max(_finite(base.iqr_s), _finite(head.iqr_s)) / base.median_s
     return Change(key, base, head, _verdict(change, abs(change) > noise, gate.threshold), change,
                   IQR_RULE, noise=noise)
@@ -214,7 +248,7 @@ def _time(t: Timing | None) -> str:
 
 
 def _evidence(c: Change) -> str:
-    if c.rule == RANK_TEST:
+    if c.rule in (RANK_TEST, RANK_TEST_NATIVE):
         return f"p={c.p_value:.2g}"
     if c.rule == IQR_RULE:
         return f"IQR {c.noise:.1%}"

@@ -160,3 +160,32 @@ def test_the_error_rate_script_runs_end_to_end(tmp_path, capsys):
     assert "caught native+10% (planted): " in printed
     saved = json.loads(out.read_text())
     assert len(saved["runs"]) == 2 and saved["rates"]["aa"]["compared_results"] == 1
+
+
+def drifting_files(tmp_path, impl_scale, native_scale):
+    """BASE and HEAD with native and eager on every workload; HEAD's eager times scaled by
+    `impl_scale`, its native times by `native_scale` (the whole machine slower or faster)."""
+    def run(scale_eager, scale_native, seed):
+        return doc([result(impl, w, samples(1e-3 * scale, seed=seed + 2 * i + offset))
+                    for i, w in enumerate(WORKLOADS)
+                    for impl, scale, offset in (("native", scale_native, 0),
+                                                ("eager", scale_eager, 1))])
+    paths = tmp_path / "base.json", tmp_path / "head.json"
+    paths[0].write_text(json.dumps(run(1.0, 1.0, 0)))
+    paths[1].write_text(json.dumps(run(impl_scale, native_scale, 100)))
+    return [str(p) for p in paths]
+
+
+def test_a_machine_slower_for_every_implementation_is_no_regression(tmp_path, capsys):
+    # HEAD ran 10% slower across the board: eager's time relative to native did not change
+    assert main(["compare", *drifting_files(tmp_path, 1.10, 1.10)]) == 1  # native itself is raw
+    out = capsys.readouterr().out
+    assert set(verdicts(out)) <= {"within noise"}
+    assert "3 judged by the rank test against native" in out
+
+
+def test_a_slow_down_of_one_implementation_is_caught_relative_to_native(tmp_path, capsys):
+    assert main(["compare", *drifting_files(tmp_path, 1.10, 1.0)]) == 1
+    out = capsys.readouterr().out
+    assert verdicts(out) == ["regression"] * 3
+    assert "3 judged by the rank test against native" in out

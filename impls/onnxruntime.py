@@ -174,9 +174,10 @@ def build_session(graph: Graph, threads: int):
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    # Its idle threads would otherwise spin after every run and take the cores from whatever
-    # runs next: torch.nn timed in turn with it ran 2.6x slower at the median.
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    # Its threads may spin while a run lasts but stop when it returns: left spinning, they took
+    # the cores from whatever ran next (torch.nn timed in turn with it ran twice as slow at
+    # goals (a) and (b), 2.6x at an LSTM cell), while ONNX Runtime's own times hardly moved.
+    options.add_session_config_entry("session.force_spinning_stop", "1")
     options.log_severity_level = 4  # its errors come back as exceptions; no second copy on stderr
     return ort.InferenceSession(graph.model(), sess_options=options,
                                 providers=["CPUExecutionProvider"])

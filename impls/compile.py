@@ -149,7 +149,8 @@ class CompiledBackend(Backend):
 
 
 KINDS = module_classes(CompiledBackend(), __name__)
-globals().update({cls.__name__: cls for cls in KINDS.values()})  # so instances pickle
+# Bound under the names torch.nn gives them, so instances pickle (and a search finds them).
+RNNCell, LSTMCell, GRUCell, RNN, LSTM, GRU = KINDS.values()
 
 IMPLEMENTATION = Implementation(
     name="compile",

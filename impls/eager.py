@@ -196,7 +196,8 @@ class Stacked(Recurrent):
 
 # torch.nn's constructors, argument for argument, on the two modules above.
 KINDS = signatures.bind(Cell, Stacked, __name__)
-globals().update({cls.__name__: cls for cls in KINDS.values()})  # eager.RNN etc.; so they pickle
+# Bound under the names torch.nn gives them, so instances pickle (and a search finds them).
+RNNCell, LSTMCell, GRUCell, RNN, LSTM, GRU = KINDS.values()
 
 IMPLEMENTATION = Implementation(
     name="eager",

@@ -333,9 +333,8 @@ def check_runnable(x: Tensor, weights: list[Weights]) -> None:
 
 BACKEND = OnnxRuntimeBackend()
 KINDS = module_classes(BACKEND, __name__)
-# Bound under the names torch.nn gives them, so instances pickle.
-RNNCell, LSTMCell, GRUCell = KINDS["rnn_cell"], KINDS["lstm_cell"], KINDS["gru_cell"]
-RNN, LSTM, GRU = KINDS["rnn"], KINDS["lstm"], KINDS["gru"]
+# Bound under the names torch.nn gives them, so instances pickle (and a search finds them).
+RNNCell, LSTMCell, GRUCell, RNN, LSTM, GRU = KINDS.values()
 
 IMPLEMENTATION = Implementation(
     name="onnxruntime",

@@ -47,7 +47,8 @@ class ScriptedBackend(Backend):
 
 
 KINDS = module_classes(ScriptedBackend(), __name__)
-globals().update({cls.__name__: cls for cls in KINDS.values()})  # so instances pickle
+# Bound under the names torch.nn gives them, so instances pickle (and a search finds them).
+RNNCell, LSTMCell, GRUCell, RNN, LSTM, GRU = KINDS.values()
 
 IMPLEMENTATION = Implementation(
     name="torchscript",

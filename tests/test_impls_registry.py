@@ -212,3 +212,15 @@ def test_broken_entry_points_are_listed_unavailable_with_the_reason(plugins, cap
                 "probe": "OSError: probe crashed"}
     for name, fragment in expected.items():
         assert rows[name]["available"] is False and fragment in rows[name]["reason"], rows[name]
+
+
+@pytest.mark.parametrize("name", ["eager", "torchscript", "compile", "fused", "onnxruntime"])
+def test_builtin_classes_are_bound_under_torch_nn_names_in_their_module(name):
+    import importlib
+    import pickle
+
+    module = importlib.import_module(f"rnnbench.impls.{name}")
+    for kind, cls in module.KINDS.items():
+        assert getattr(module, cls.__name__) is cls
+        assert cls.__name__.lower() == kind.replace("_", "")
+    pickle.loads(pickle.dumps(module.KINDS["gru"](3, 4)))

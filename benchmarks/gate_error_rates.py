@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     from rnnbench.benchmarks.workloads import load_workloads
     from rnnbench.impls import load
     from rnnbench.reports.regression import DEFAULT_ALPHA, DEFAULT_THRESHOLD, Gate, parse_threshold
-    from rnnbench.documents import check_writable, write_json
+    from rnnbench.documents import require_writable, write_json
 
     parser = argparse.ArgumentParser(prog="python -m rnnbench.benchmarks.gate_error_rates",
                                      description=__doc__.splitlines()[0])
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.json:
-            check_writable(args.json, "--json")
+            require_writable(args.json, "--json")
         if args.runs < 2:
             raise UsageError(f"--runs must be at least 2, got {args.runs}")
         fractions = [parse_threshold(part) for part in args.slowdowns.split(",") if part.strip()]

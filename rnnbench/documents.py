@@ -50,7 +50,7 @@ def write_atomic(path: str | os.PathLike, data: bytes) -> Path:
     return path
 
 
-def check_writable(path: str | os.PathLike, option: str, folder: bool = False) -> None:
+def require_writable(path: str | os.PathLike, option: str, folder: bool = False) -> None:
     """Fail now, before any work, when `path` (a file, or a folder with `folder=True`) cannot be
     written: UsageError naming `option`. A file is tried in the nearest folder that exists on
     the way and removed at once; nothing else is created."""

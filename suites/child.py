@@ -18,7 +18,7 @@ import sys
 from rnnbench.errors import UsageError
 from rnnbench.impls import load
 from rnnbench.suites.fuzz import case_from_json
-from rnnbench.suites.runner import check_available, check_device, plan, run_item
+from rnnbench.suites.runner import require_available, validate_device, plan, run_item
 
 
 def main(argv: list[str]) -> int:
@@ -30,14 +30,14 @@ def main(argv: list[str]) -> int:
 
         kinds = options["kinds"]
         try:
-            check_device(options["device"])
+            validate_device(options["device"])
             impl = load(options["target"], kinds[0] if len(kinds) == 1 else None)
             if options.get("param_map"):
                 impl = dataclasses.replace(impl, param_map=options["param_map"])
             if options.get("known_failures"):
                 impl = dataclasses.replace(impl, known_failures={**impl.known_failures,
                                                                  **options["known_failures"]})
-            check_available(impl)
+            require_available(impl)
             case = options.get("case")
             items = plan(impl, kinds, options["quick"], options.get("checks"), options.get("fuzz"),
                          None if case is None else case_from_json(case))

@@ -33,7 +33,7 @@ from rnnbench.findings import unsupported_features
 from rnnbench.documents import CONFORMANCE_SCHEMA
 from rnnbench.suites import known
 from rnnbench.suites.results import CheckResult
-from rnnbench.suites.runner import check_kinds, device_type, summarize
+from rnnbench.suites.runner import validate_kinds, device_type, count_outcomes
 
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_BUDGET_S = 270.0  # with start-up, every run ends within five minutes
@@ -64,7 +64,7 @@ def conform(target: str, kinds=None, device: str = "cpu", quick: bool = False, s
     UsageError when the target cannot be loaded, a kind or the device is wrong. Interrupted
     (KeyboardInterrupt), the document has the results so far and "interrupted": true.
     """
-    check_kinds(kinds)  # before paying for a child process
+    validate_kinds(kinds)  # before paying for a child process
     device_type(device)
     started = time.perf_counter()
     options = {"target": target, "kinds": list(kinds or []), "device": device, "quick": quick,
@@ -81,7 +81,7 @@ def conform(target: str, kinds=None, device: str = "cpu", quick: bool = False, s
         "kinds": list(dict.fromkeys(item["kind"] for item in run.items)),
         "device": device, "quick": quick, "seed": seed, "checks": checks, "fuzz": fuzz,
         "interrupted": run.interrupted, "duration_s": time.perf_counter() - started,
-        "environment": run.environment, "summary": summarize(run.results()),
+        "environment": run.environment, "summary": count_outcomes(run.results()),
         "not_supported_features": {feature: entry["reason"] for feature, entry
                                    in unsupported_features(results).items()},
         "param_map": param_map_of(results), "known_failures": run.known_failures,

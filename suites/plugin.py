@@ -59,7 +59,7 @@ def _selection(config) -> dict:
     from rnnbench.suites.fuzz import case_from_json
     from rnnbench.suites.known import read_file as read_known
     from rnnbench.suites.parammap import parse_user_map
-    from rnnbench.suites.runner import check_available, check_device, plan
+    from rnnbench.suites.runner import require_available, validate_device, plan
 
     option = config.getoption
     kinds = option("impl_kind") or []
@@ -75,14 +75,14 @@ def _selection(config) -> dict:
                          .replace("--case", "--impl-case")) from None
     if case is not None:
         kinds = [case.kind]
-    check_device(option("impl_device"))
+    validate_device(option("impl_device"))
     impl = load(option("impl"), kinds[0] if len(kinds) == 1 else None, kind_option="--impl-kind")
     if param_map:
         impl = dataclasses.replace(impl, param_map=param_map)
     if option("impl_known_failures"):
         known = read_known(option("impl_known_failures"))
         impl = dataclasses.replace(impl, known_failures={**impl.known_failures, **known})
-    check_available(impl)
+    require_available(impl)
     items = plan(impl, kinds, option("impl_quick"), option("impl_check"), option("impl_fuzz"), case)
     return {"impl": impl, "items": items}
 

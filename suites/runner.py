@@ -50,7 +50,7 @@ class Item:
                 "case": self.case.name}
 
 
-def check_kinds(kinds) -> None:
+def validate_kinds(kinds) -> None:
     """UsageError for a kind the spec does not know."""
     for kind in kinds or ():
         if kind not in KINDS:
@@ -62,7 +62,7 @@ def resolve_kinds(impl: Implementation, kinds=None) -> list[str]:
     provides), else all of `impl`'s."""
     if not kinds:
         return [kind for kind in KINDS if kind in impl.kinds]
-    check_kinds(kinds)
+    validate_kinds(kinds)
     for kind in kinds:
         if kind not in impl.kinds:
             raise UsageError(f"{impl.name} provides no {kind!r}; it provides {', '.join(impl.kinds)}")
@@ -77,7 +77,7 @@ def device_type(device: str) -> str:
     raise UsageError(f"unknown device {device!r}; use cpu or cuda")
 
 
-def check_device(device: str) -> None:
+def validate_device(device: str) -> None:
     """UsageError unless `device` is "cpu", or "cuda[:N]" with CUDA available."""
     if device_type(device) == "cuda":
         import torch
@@ -87,7 +87,7 @@ def check_device(device: str) -> None:
                              f"(torch {torch.__version__}, CUDA build {torch.version.cuda})")
 
 
-def check_available(impl: Implementation) -> None:
+def require_available(impl: Implementation) -> None:
     reason = impl.unavailable_reason()
     if reason:
         raise UsageError(f"{impl.name} is not available here: {reason}")
@@ -168,7 +168,7 @@ def run_item(impl: Implementation, item: Item, device: str = "cpu", seed: int = 
         result.outcome, result.message = "error", f"the implementation called sys.exit({exc.code!r})"
     except Exception as exc:
         result.outcome, result.message = "error", f"the check stopped: {one_line(exc)} {_where(exc)}"
-    result.numbers = {name: _plain(value) for name, value in result.numbers.items()}
+    result.numbers = {name: _json_number(value) for name, value in result.numbers.items()}
     result.duration_s = time.perf_counter() - start
     known.mark(result, impl.known_failures)
     return result
@@ -240,8 +240,8 @@ def run_checks(impl: Implementation, kinds=None, device: str = "cpu", quick: boo
                **selection) -> list[CheckResult]:
     """Run every check of `impl` in this process; `progress(result, done, total)` after each.
     `selection`: `plan`'s checks, fuzz and case."""
-    check_device(device)
-    check_available(impl)
+    validate_device(device)
+    require_available(impl)
     items = plan(impl, kinds, quick, **selection)
     results = []
     for item in items:
@@ -251,7 +251,7 @@ def run_checks(impl: Implementation, kinds=None, device: str = "cpu", quick: boo
     return results
 
 
-def summarize(results: list[CheckResult]) -> dict[str, int]:
+def count_outcomes(results: list[CheckResult]) -> dict[str, int]:
     """Counts per outcome, every outcome present."""
     counts = dict.fromkeys(OUTCOMES, 0)
     for result in results:
@@ -259,11 +259,11 @@ def summarize(results: list[CheckResult]) -> dict[str, int]:
     return counts
 
 
-def _plain(value):
+def _json_number(value):
     """A number as JSON can hold it: NumPy scalars as Python ones, inf and nan as strings;
     lists element by element."""
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [_json_number(v) for v in value]
     value = value.item() if hasattr(value, "item") else value
     return str(value) if isinstance(value, float) and not math.isfinite(value) else value
 

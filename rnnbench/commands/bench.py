@@ -24,7 +24,7 @@ from rnnbench.errors import UsageError
 from rnnbench.progress import StepCounter
 from rnnbench.reference.kinds import KINDS as WORKLOAD_KINDS
 from rnnbench.reports import units
-from rnnbench.documents import BASELINE, STATUSES, check_writable, write_json
+from rnnbench.documents import BASELINE, STATUSES, require_writable, write_json
 
 DEFAULT_PRESET = "quick"
 # Solver statistics worth a note (the rest stay in the JSON).
@@ -59,7 +59,7 @@ def run(args) -> int:
     from rnnbench.impls import load, registered
 
     if args.json:
-        check_writable(args.json, "--json")
+        require_writable(args.json, "--json")
     if args.device not in ("cpu", "cuda"):
         raise UsageError(f"--device must be cpu or cuda, got {args.device!r}")
     if args.device == "cuda" and not torch.cuda.is_available():

@@ -15,7 +15,7 @@ from rnnbench.benchmarks.cold_start import STEPS, cold_start
 from rnnbench.benchmarks.workloads import load_workloads, preset_names
 from rnnbench.errors import UsageError
 from rnnbench.reports import units
-from rnnbench.documents import check_writable, write_json
+from rnnbench.documents import require_writable, write_json
 
 DEFAULT_IMPLS = "compile"
 DEFAULT_PRESET = "goals"
@@ -44,7 +44,7 @@ def run(args) -> int:
     from rnnbench.impls import load
 
     if args.json:
-        check_writable(args.json, "--json")
+        require_writable(args.json, "--json")
     steps = _lengths(args.steps)
     if args.threads is not None and args.threads < 1:
         raise UsageError(f"--threads must be at least 1, got {args.threads}")

@@ -51,7 +51,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from rnnbench.documents import check_writable, write_json
+    from rnnbench.documents import require_writable, write_json
     from rnnbench.suites import text
     from rnnbench.suites.isolation import DEFAULT_BUDGET_S, DEFAULT_TIMEOUT_S, conform
     from rnnbench.suites.fuzz import case_from_json
@@ -59,7 +59,7 @@ def run(args) -> int:
     from rnnbench.suites.parammap import parse_user_map
 
     if args.json:
-        check_writable(args.json, "--json")
+        require_writable(args.json, "--json")
     if args.timeout is not None and not args.timeout > 0:
         raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
     if args.budget is not None and args.budget < 0:

@@ -29,7 +29,7 @@ from tabulate import tabulate
 
 from rnnbench.errors import UsageError
 from rnnbench.progress import LiveLine, tally
-from rnnbench.documents import BASELINE, CONFORMANCE_SCHEMA, OUTCOMES, check_writable, write_json
+from rnnbench.documents import BASELINE, CONFORMANCE_SCHEMA, OUTCOMES, require_writable, write_json
 
 DEFAULT_OUT = Path("reports") / "latest"     # git-ignored
 PRESET = "quick"
@@ -57,7 +57,7 @@ def run(args) -> int:
 
     started = time.perf_counter()
     out = Path(args.out)
-    check_writable(out, "--out", folder=True)
+    require_writable(out, "--out", folder=True)
     impls = registered()
     builtins = {name: impls[name] for name in BUILTINS}
     progress = StageProgress(sys.stdout)

@@ -307,6 +307,7 @@ def test_exit_crash_segfault_and_hang_become_errors_and_the_run_finishes(tmp_pat
     from rnnbench.suites import conform, isolation
 
     monkeypatch.setattr(isolation, "CRASH_LIMIT", 2)
+    monkeypatch.setattr(isolation, "native_seconds", dict)  # every check's limit: timeout_s
     (tmp_path / "misbehaving.py").write_text(MISBEHAVING)
     target = f"{tmp_path / 'misbehaving.py'}:IMPLEMENTATION"
     doc = conform(target, quick=True, timeout_s=10)
@@ -458,6 +459,7 @@ def test_an_implementation_that_hangs_after_a_while_costs_a_bounded_time(tmp_pat
     from rnnbench.suites import conform, isolation
 
     monkeypatch.setattr(isolation, "LOST_BUDGET_S", 6.0)
+    monkeypatch.setattr(isolation, "native_seconds", dict)  # every check's limit: timeout_s
     (tmp_path / "hangs.py").write_text(HANGS_LATER)
     doc = conform(f"{tmp_path / 'hangs.py'}:HangsAfterTwentyCalls", kinds=["rnn"], quick=True,
                   timeout_s=3)
@@ -546,3 +548,16 @@ def test_a_known_failure_that_passes_is_an_xpass_and_fails_nothing():
     results = run_checks(impl, checks="forward/*")
     outcomes = {r.check: r.outcome for r in results}
     assert outcomes["forward/batched"] == "xpass" and outcomes["forward/unbatched"] == "passed"
+
+
+def test_a_checks_limit_is_the_timeout_or_a_multiple_of_natives_time_whichever_is_larger(monkeypatch):
+    from rnnbench.suites import isolation
+
+    monkeypatch.setattr(isolation, "native_seconds", lambda: {"gradients": 0.5, "shapes": 0.001})
+    run = isolation._Run({"fuzz": None, "known_failures": {}}, 10.0, None, None)
+    run.items = [{"kind": "rnn", "check": "gradients/single-layer"},
+                 {"kind": "rnn", "check": "shapes/single-layer"},
+                 {"kind": "rnn", "check": "state/single-layer"}]
+    assert run.limit_s(0) == isolation.CHECK_SLOWDOWN * 0.5
+    assert run.limit_s(1) == 10.0    # native's time x CHECK_SLOWDOWN is below the timeout
+    assert run.limit_s(2) == 10.0    # a check native has no time for

@@ -190,3 +190,8 @@ def _batch_first_ignored(trial, observed, expected, tol) -> str | None:
         return None
     want = {**expected, "output": expected["output"].swapaxes(0, 1)}
     return "batch_first_ignored" if agree(seen, want, tol) else None
+
+
+def diagnose_packed(trial, observed: dict, expected: dict, tol) -> str | None:
+    """The diagnosis id of a packed trial (`check_packed.PackedTrial`) whose outputs differ."""
+    return None

@@ -24,7 +24,7 @@ from rnnbench.reference.numerics import state_names
 from rnnbench.documents import OUTCOMES
 from rnnbench.reference import KINDS as TORCH_KINDS
 from rnnbench.suites import known
-from rnnbench.suites.cases import CASES, Case
+from rnnbench.suites.cases import CASES, Case, PackedCase
 from rnnbench.suites.checks import CHECKS, Check, all_checks
 from rnnbench.suites.fuzz import FuzzCase, check_fuzz
 from rnnbench.suites.results import CheckResult, Finding, NotSupported
@@ -181,9 +181,12 @@ def setup(case) -> dict:
         return {"case": case.name}
     shapes = io_shapes(case.config, case.batch, case.steps)
     given = ("input", *(state_names(case.config) if case.h0 else ()))
-    return {"config": case.config.describe(), "batch": case.batch,
-            "steps": None if case.config.is_cell else case.steps,
-            "inputs": {name: list(shapes[name]) for name in given}}
+    described = {"config": case.config.describe(), "batch": case.batch,
+                 "steps": None if case.config.is_cell else case.steps,
+                 "inputs": {name: list(shapes[name]) for name in given}}
+    if isinstance(case, PackedCase):  # packed with pack_padded_sequence from these
+        described.update(lengths=list(case.lengths), enforce_sorted=case.enforce_sorted)
+    return described
 
 
 # (constructor, kind, device, probe) -> the features found unsupported by trying them (see

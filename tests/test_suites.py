@@ -315,14 +315,19 @@ def test_exit_crash_segfault_and_hang_become_errors_and_the_run_finishes(tmp_pat
     errors = {(r["kind"], r["check"]): r["message"] for r in results if r["outcome"] == "error"}
     # sys.exit is caught in the child; a hang is cut off and the kind goes on in a fresh child
     assert "called sys.exit(3)" in errors.pop(("rnn_cell", "gradients/batched"))
-    assert "timed out after 10 s" in errors.pop(("rnn", "gradients/three-layer-square"))
+    # its limit: the larger of timeout_s and CHECK_SLOWDOWN times native's time for the check
+    limit = max(10, isolation.CHECK_SLOWDOWN * isolation.native_seconds().get("gradients", 0.0))
+    assert f"timed out after {limit:.0f} s" in errors.pop(("rnn", "gradients/three-layer-square"))
     # the gru_cell crashes on its first two forward calls, and is given up after them
     assert "killed by SIGSEGV" in errors.pop(("gru_cell", "shapes/batched"))
     assert "exited with status 5" in errors.pop(("gru_cell", "shapes/h0-omitted"))
     assert errors and all(kind == "gru_cell" and "not run" in message
                           for (kind, _), message in errors.items())
     rest = [r for r in results if r["outcome"] != "error"]
-    assert rest and all(r["outcome"] == "passed" for r in rest)
+    # (the rnn reads input.dtype, which a PackedSequence has not: packed input not supported)
+    assert rest and all(r["outcome"] == "passed" or (r["outcome"] == "not_supported"
+                                                     and list(r["numbers"]["features"]) == ["packed"])
+                        for r in rest)
     assert doc["summary"]["error"] == len(errors) + 4
 
 

@@ -158,5 +158,6 @@ IMPLEMENTATION = Implementation(
     description=f"torch.compile (Inductor) of chunks of {'/'.join(map(str, CHUNK_SIZES))} steps, "
                 "after one eager input GEMM, leftover steps and cells eager; compile time "
                 "independent of sequence length",
+    unsupported=frozenset({"packed"}),  # the compiled chunks take padded tensors only
     availability=availability,
 )

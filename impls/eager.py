@@ -20,6 +20,7 @@ from functools import partial
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.utils.rnn import PackedSequence, pad_packed_sequence
 
 from rnnbench.impls import signatures
 from rnnbench.impls.base import Implementation
@@ -63,19 +64,39 @@ ACTIVATIONS = {"tanh": torch.tanh, "relu": torch.relu}
 
 # --- 2. One layer, one direction, over time. ---------------------------------------------------
 
-def scan(step, xs, state, reverse=False):
+def scan(step, xs, state, reverse=False, lengths=None):
     """Run `step(x_t, state) -> state` over xs (L, N, I); return the outputs (L, N, ·) in time
     order and the final state. The reverse direction starts at the last time step, so its final
-    state is the one after time step 0."""
+    state is the one after time step 0.
+
+    With `lengths` (N,) the sequences are variable-length, padded to L: sequence b has steps
+    0..lengths[b]-1 only. At a step outside it its state is kept and its output is zero, so
+    its final state is the one after its own last step, and the reverse direction starts there."""
     # unbind gives one view per step; indexing xs[t] instead makes backward quadratic in L.
     inputs = xs.unbind(0)
     outputs = []
-    for x in (reversed(inputs) if reverse else inputs):
-        state = step(x, state)
-        outputs.append(state[0])
+    for t in (reversed(range(len(inputs))) if reverse else range(len(inputs))):
+        new = step(inputs[t], state)
+        if lengths is None:
+            state = new
+            outputs.append(state[0])
+            continue
+        live = (lengths > t).unsqueeze(1)  # (N, 1): the sequences that have step t
+        state = tuple(torch.where(live, n, s) for n, s in zip(new, state))
+        outputs.append(torch.where(live, new[0], torch.zeros_like(new[0])))
     if reverse:
         outputs.reverse()
     return torch.stack(outputs), state
+
+
+def repack(padded: torch.Tensor, like: PackedSequence) -> PackedSequence:
+    """A padded (L, N, ·) output, batch in the caller's order, packed exactly as `like` is (its
+    batch_sizes, sorted_indices and unsorted_indices), as torch.nn returns it."""
+    order = (like.sorted_indices if like.sorted_indices is not None
+             else torch.arange(padded.shape[1], device=padded.device))
+    rows = [padded[t, order[:n]] for t, n in enumerate(like.batch_sizes.tolist())]
+    return PackedSequence(torch.cat(rows), like.batch_sizes, like.sorted_indices,
+                          like.unsorted_indices)
 
 
 # --- 3. Modules with torch.nn's parameters, constructors and forward contract. ------------------
@@ -148,14 +169,19 @@ class Cell(Recurrent):
 
 class Stacked(Recurrent):
     """num_layers layers of one or two directions; input (L, N, I), (N, L, I) if batch_first, or
-    unbatched (L, I). Each layer reads the previous layer's output, both directions concatenated;
-    dropout sits between layers, in training only."""
+    unbatched (L, I), or variable-length sequences as a PackedSequence (output packed alike).
+    Each layer reads the previous layer's output, both directions concatenated; dropout sits
+    between layers, in training only."""
 
     def forward(self, input, hx=None):
         cfg = self.config
+        packed, lengths = (input, None) if isinstance(input, PackedSequence) else (None, None)
+        if packed is not None:  # padded (L, N, I) in the caller's batch order, and the lengths
+            input, lengths = pad_packed_sequence(packed)
+            lengths = lengths.to(input.device)
         batched = self.check_input(input, unbatched_rank=2)
         xs = input if batched else input.unsqueeze(1)  # (L, N, I), or (N, L, I) if batch_first
-        if batched and cfg.batch_first:
+        if batched and cfg.batch_first and lengths is None:
             xs = xs.transpose(0, 1)
         steps, batch = xs.shape[0], (xs.shape[1] if batched else None)
         state = self.initial_state(hx, io_shapes(cfg, batch, steps), input)
@@ -169,12 +195,17 @@ class Stacked(Recurrent):
             outputs = []
             for direction in range(cfg.num_directions):
                 index = layer * cfg.num_directions + direction
-                output, final = self.layer(xs, tuple(s[index] for s in state), layer, direction)
+                initial = tuple(s[index] for s in state)
+                output, final = (self.layer(xs, initial, layer, direction) if lengths is None else
+                                 scan(partial(self.cell, **self.weights(layer, direction)), xs,
+                                      initial, direction == 1, lengths))
                 outputs.append(output)
                 finals.append(final)
             xs = torch.cat(outputs, dim=-1)
 
         h_n = tuple(torch.stack(parts) for parts in zip(*finals))  # (h_n,) or (h_n, c_n)
+        if packed is not None:
+            return repack(xs, packed), self.finish(h_n)
         if not batched:
             return xs.squeeze(1), self.finish(tuple(s.squeeze(1) for s in h_n))
         return (xs.transpose(0, 1) if cfg.batch_first else xs), self.finish(h_n)

@@ -170,6 +170,7 @@ IMPLEMENTATION = Implementation(
     kinds=KINDS,
     description="C++ kernels (built on first use): premul GEMM, in-place outputs, batch split "
                 "between threads, hand-written backward with whole-sequence weight GEMMs",
-    unsupported=frozenset({"float16", "bfloat16", "cuda"}),
+    # The kernels take padded tensors only: no variable-length (packed) path.
+    unsupported=frozenset({"float16", "bfloat16", "cuda", "packed"}),
     availability=availability,
 )

@@ -342,6 +342,6 @@ IMPLEMENTATION = Implementation(
     description="ONNX Runtime's RNN/LSTM/GRU operators (CPU, float32, inference): the whole "
                 "stack one graph, a session per configuration and thread count",
     unsupported=frozenset({"float64", "float16", "bfloat16", "backward", "proj_size",
-                           "batch_first", "cuda"}),
+                           "batch_first", "cuda", "packed"}),
     availability=availability,
 )

@@ -338,6 +338,7 @@ IMPLEMENTATION = Implementation(
     kinds={"rnn": RNN},
     description="Elman RNN: input projection hoisted into one GEMM, the recurrence one persistent "
                 "Triton kernel per layer and direction (forward and backward)",
-    unsupported=frozenset({"cpu" if KERNEL_DEVICE == "cuda" else "cuda"}),
+    # The kernel runs whole padded sequences; eager's variable-length path is not the kernel's.
+    unsupported=frozenset({"cpu" if KERNEL_DEVICE == "cuda" else "cuda", "packed"}),
     availability=availability,
 )

@@ -70,6 +70,14 @@ DIAGNOSES: dict[str, str] = {
                               "only between layers)",
     "output_not_stacked": "the output sequence is returned as a list of steps, not one tensor",
     "always_batch_first": "input read batch-first although batch_first=False (torch.nn's default)",
+    # Variable-length (packed) sequences.
+    "packed_h_n_padded_end": "h_n of variable-length sequences taken at the padded end (the "
+                             "longest sequence's last step), not at each sequence's own last step",
+    "packed_reverse_from_padding": "the reverse direction of variable-length sequences starts at "
+                                   "the padded end and reads the padding, not at each sequence's "
+                                   "own last step",
+    "packed_padding_read": "variable-length sequences run over the padded tensor: the padding is "
+                           "read into the state (h_n after the longest sequence's length)",
     # The implicit kind's.
     "implicit_d_library_variant": "D multiplies [U_t, H_{t-1}] (torchidl's code), not U_t as documented",
     "implicit_solver_early_stop": "the fixed-point solver stops before its tolerance is met",

@@ -13,7 +13,11 @@ Three tables, each used by the checks that need its kind of row:
 - CONSTRUCTION_CASES: configurations whose construction is examined (init, dtype kwarg, invalid
   arguments), single-layer ones included, so an implementation without num_layers or
   bidirectional still has its init checked;
-- DROPOUT_CASES: two-layer sequences with dropout, run in training and eval mode.
+- DROPOUT_CASES: two-layer sequences with dropout, run in training and eval mode;
+- PACKED_CASES: variable-length sequences handed over as a PackedSequence (`PackedCase`: the
+  lengths, and whether the packing sorts them). Lengths differ, include 1, and are not sorted
+  unless the row packs with enforce_sorted=True, so a state taken at the padded end, a reverse
+  direction started in the padding or a batch order lost in the sorting all show.
 `quick=True` marks the rows of `--quick` runs: a smaller list, not a different behaviour.
 """
 from __future__ import annotations
@@ -49,6 +53,15 @@ class Case:
         """Call features this case needs beyond its config's: passing an initial state, and
         `features` (e.g. "optional_state" for the rows that are about omitting it)."""
         return (("initial_state",) if self.h0 else ()) + self.features
+
+
+@dataclass(frozen=True)
+class PackedCase(Case):
+    """A batch of variable-length sequences, packed with `pack_padded_sequence(input, lengths,
+    enforce_sorted=...)`; `batch` is len(lengths) and `steps` max(lengths)."""
+
+    lengths: tuple[int, ...] = ()
+    enforce_sorted: bool = False
 
 
 def _rows(kinds, name, batch, steps=1, *, h0=True, quick=False, features=(), **config
@@ -111,6 +124,32 @@ DROPOUT_CASES: tuple[Case, ...] = (
            dropout=1.0),
     *_rows(SEQ, "dropout-single-layer", 8, 5, h0=False, input_size=4, hidden_size=31, dropout=0.3,
            quick=True),
+)
+
+
+PACKED = ("packed",)
+
+
+def _packed(kinds, name, lengths, *, enforce_sorted=False, h0=True, quick=True, **config
+            ) -> tuple[PackedCase, ...]:
+    """One row of PACKED_CASES for each of `kinds`; h0=False rows are about omitting it too."""
+    features = PACKED + (OMITTED if not h0 else ())
+    return tuple(PackedCase(name, Config(kind, **config), len(lengths), max(lengths), h0, quick,
+                            features, tuple(lengths), enforce_sorted) for kind in kinds)
+
+
+PACKED_CASES: tuple[PackedCase, ...] = (
+    *_packed(SEQ, "packed-single-layer", (4, 1, 6, 3), input_size=3, hidden_size=5),
+    *_packed(SEQ, "packed-sorted-h0-omitted", (6, 4, 4, 1), enforce_sorted=True, h0=False,
+             input_size=3, hidden_size=5),
+    *_packed(SEQ, "packed-bidirectional", (2, 6, 1, 4), input_size=4, hidden_size=5,
+             bidirectional=True),
+    *_packed(SEQ, "packed-two-layer-bidirectional", (3, 5, 1), input_size=3, hidden_size=7,
+             num_layers=2, bidirectional=True),
+    *_packed(SEQ, "packed-batch-first", (2, 5, 1), h0=False, input_size=4, hidden_size=5,
+             batch_first=True, quick=False),
+    *_packed(("lstm",), "packed-projection-bidirectional", (4, 1, 5), input_size=3,
+             hidden_size=7, num_layers=2, bidirectional=True, proj_size=4),
 )
 
 

@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from functools import partial
 
 from rnnbench.suites import (check_construction, check_dropout, check_errors, check_implicit,
-                             check_init, check_inputs, check_numerics, check_shapes, check_state)
-from rnnbench.suites.cases import CASES, CONSTRUCTION_CASES, DROPOUT_CASES, Case, select
+                             check_init, check_inputs, check_numerics, check_packed, check_shapes,
+                             check_state)
+from rnnbench.suites.cases import (CASES, CONSTRUCTION_CASES, DROPOUT_CASES, PACKED_CASES, Case,
+                                   select)
 
 CATEGORIES = ("construction", "init", "shapes", "forward", "gradients", "state", "dropout",
               "errors", "inputs", "solver")
@@ -69,6 +71,13 @@ CHECKS: tuple[Check, ...] = (
     Check("init", "init", check_init.check_init, CONSTRUCTION_CASES),
     Check("shapes", "shapes", check_shapes.check_shapes, CASES),
     *_numeric_checks(),
+    # Variable-length sequences (PackedSequence input): float64 tight, float32 by the policy.
+    *(Check(f"packed-forward{suffix}", "forward",
+            partial(check_packed.check_packed_forward, dtype=dtype), PACKED_CASES, dtype=dtype)
+      for dtype, suffix in (("float64", ""), ("float32", "-float32"))),
+    Check("packed-gradients", "gradients",
+          partial(check_packed.check_packed_gradients, dtype="float64"), PACKED_CASES,
+          dtype="float64", backward=True),
     Check("state", "state", check_state.check_state, CASES, applies=check_state.applies,
           features=("initial_state",)),
     Check("dropout-eval", "dropout", check_dropout.check_eval, DROPOUT_CASES,

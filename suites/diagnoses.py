@@ -11,6 +11,7 @@ input is handed over time-major (then batch_first is ignored). Then it recompute
 with each named mistake (`rnnbench.suites.variants`) and names the one the implementation
 reproduces. Last, final states that contradict the module's own outputs are named. Other
 checks name their findings themselves (init, dropout, error inputs, parameter names).
+`diagnose_packed` does the same for variable-length (packed) input with its own mistakes.
 """
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ import numpy as np
 import torch
 
 from rnnbench.findings import DIAGNOSES  # noqa: F401  (re-exported: the suites' vocabulary)
+from rnnbench import reference
 from rnnbench.reference import io_shapes
-from rnnbench.reference.numerics import state_names
+from rnnbench.reference.numerics import flatten_outputs, nest_state, state_names
 from rnnbench.suites import variants
 from rnnbench.suites.compare import agree, excess
 from rnnbench.suites.layers import is_batched, time_major
@@ -190,3 +192,61 @@ def _batch_first_ignored(trial, observed, expected, tol) -> str | None:
         return None
     want = {**expected, "output": expected["output"].swapaxes(0, 1)}
     return "batch_first_ignored" if agree(seen, want, tol) else None
+
+
+def diagnose_packed(trial, observed: dict, expected: dict, tol) -> str | None:
+    """The diagnosis id of a packed trial (`check_packed.PackedTrial`) whose outputs (padded,
+    time-major) differ from `expected`: the reference recomputed with each classic
+    variable-length mistake (`packed_variants`), the one the implementation reproduces. The
+    reverse direction's mistake is only well defined for one layer (what an upper layer reads
+    in the padding is the implementation's own business), so a deeper module is asked once
+    more as a fresh one-layer module on the same lengths."""
+    found = _packed_match(trial, observed, tol)
+    cfg = trial.cfg
+    if found or cfg.num_layers == 1 or not cfg.bidirectional:
+        return found
+    shallow = cfg.replace(num_layers=1, dropout=0.0)
+    try:
+        probe = type(trial)(trial.subject, trial.case, trial.dtype, "packed-probe", cfg=shallow)
+        seen = {name: to_numpy(t) for name, t in probe.packed_call().items()}
+    except Finding:
+        return None
+    if agree(seen, probe.packed_expected(), tol):
+        return None
+    return _packed_match(probe, seen, tol)
+
+
+def _packed_match(trial, observed: dict, tol) -> str | None:
+    variants_ = packed_variants(trial.cfg, trial.params, trial.time_major(trial.x64),
+                                trial.lengths, trial.hx64)
+    return next((name for name, want in variants_.items() if agree(observed, want, tol)), None)
+
+
+def packed_variants(cfg, params: dict, x: np.ndarray, lengths, hx: dict | None) -> dict:
+    """What each classic variable-length mistake computes for time-major padded input `x`,
+    keyed by diagnosis id: the parts of the result the mistake determines (padded output with
+    zeros beyond each length, h_n)."""
+    cfg = cfg.replace(batch_first=False)
+    state = None if hx is None else nest_state(cfg, hx)
+    right = reference.forward_packed(cfg, params, x, lengths, state)
+    live = np.arange(x.shape[0])[:, None] < np.asarray(lengths)[None, :]  # (T, N)
+    # The whole padded tensor (zeros beyond each length, as pad_packed_sequence gives it) run
+    # as one batch, the outputs packed back (so only each sequence's own steps are seen).
+    padded_x = np.where(live[..., None], x, 0.0)
+    run = flatten_outputs(cfg, reference.forward(cfg, params, padded_x, state))
+    padded_run = {"output": np.where(live[..., None], run["output"], 0.0), "h_n": run["h_n"]}
+    # Right outputs, but each layer's forward h_n read off its padded output at the last step:
+    # zeros for every sequence shorter than the longest.
+    short = np.asarray(lengths) < x.shape[0]
+    h_n = right["h_n"].copy()
+    h_n[0::cfg.num_directions, short] = 0.0
+    found = {"packed_padding_read": padded_run,
+             "packed_h_n_padded_end": {"output": right["output"], "h_n": h_n}}
+    if cfg.bidirectional and cfg.num_layers == 1:
+        # One layer: the forward direction right, the reverse one that of the padded run.
+        width = cfg.output_size
+        output = right["output"].copy()
+        output[..., width:] = padded_run["output"][..., width:]
+        found["packed_reverse_from_padding"] = {
+            "output": output, "h_n": np.stack([right["h_n"][0], run["h_n"][1]])}
+    return found

@@ -24,7 +24,7 @@ from rnnbench.reference.numerics import state_names
 from rnnbench.documents import OUTCOMES
 from rnnbench.reference import KINDS as TORCH_KINDS
 from rnnbench.suites import known
-from rnnbench.suites.cases import CASES, Case
+from rnnbench.suites.cases import CASES, Case, PackedCase
 from rnnbench.suites.checks import CHECKS, Check, all_checks
 from rnnbench.suites.fuzz import FuzzCase, check_fuzz
 from rnnbench.suites.results import CheckResult, Finding, NotSupported
@@ -129,7 +129,8 @@ def case_missing_features(impl: Implementation, kind: str, case, dtype: str, dev
                           backward: bool, check_features=(), probe_unbatched: bool = True
                           ) -> dict[str, str]:
     """The features running `case` this way needs that `impl` lacks, with the reasons."""
-    reasons = unsupported(impl, kind, device, probe_unbatched=probe_unbatched and not case.batched)
+    reasons = unsupported(impl, kind, device, probe_unbatched=probe_unbatched and not case.batched,
+                          probe_packed=probe_unbatched and "packed" in case.needs)
     how = {"batched": case.batched, "dtype": dtype, "device": device_type(device),
            "backward": backward, "extra": tuple(check_features) + tuple(case.needs)}
     missing = impl.missing_features(case.config, **how)
@@ -180,23 +181,32 @@ def setup(case) -> dict:
         return {"case": case.name}
     shapes = io_shapes(case.config, case.batch, case.steps)
     given = ("input", *(state_names(case.config) if case.h0 else ()))
-    return {"config": case.config.describe(), "batch": case.batch,
-            "steps": None if case.config.is_cell else case.steps,
-            "inputs": {name: list(shapes[name]) for name in given}}
+    described = {"config": case.config.describe(), "batch": case.batch,
+                 "steps": None if case.config.is_cell else case.steps,
+                 "inputs": {name: list(shapes[name]) for name in given}}
+    if isinstance(case, PackedCase):  # packed with pack_padded_sequence from these
+        described.update(lengths=list(case.lengths), enforce_sorted=case.enforce_sorted)
+    return described
 
 
-# (constructor, kind, device) -> the features found unsupported by trying them (see `probe`).
+# (constructor, kind, device, probe) -> the features found unsupported by trying them (see
+# `probe` and `probe_packed`).
 _PROBED: dict[tuple, dict[str, str]] = {}
 
 
 def unsupported(impl: Implementation, kind: str, device: str,
-                probe_unbatched: bool = False) -> dict[str, str]:
+                probe_unbatched: bool = False, probe_packed: bool = False) -> dict[str, str]:
     """Every feature `kind` of `impl` lacks, with the reason: declared, read off its signatures,
-    or, when `probe_unbatched`, found by `probe` (once per process)."""
+    or, when `probe_unbatched` / `probe_packed`, found by `probe` / `probe_packed` (once per
+    process)."""
     key = (impl.kinds.get(kind), kind, device)
-    if probe_unbatched and key not in _PROBED:
-        _PROBED[key] = probe(Subject(impl, kind, device))
-    return {**_PROBED.get(key, {}), **impl.unsupported_reasons(kind)}
+    found = {}
+    for wanted, function in ((probe_unbatched, probe), (probe_packed, probe_packed_input)):
+        if wanted and key + (function.__name__,) not in _PROBED:
+            _PROBED[key + (function.__name__,)] = function(Subject(impl, kind, device))
+    for probed in ("probe", "probe_packed_input"):
+        found.update(_PROBED.get(key + (probed,), {}))
+    return {**found, **impl.unsupported_reasons(kind)}
 
 
 def probe(subject: Subject) -> dict[str, str]:
@@ -229,6 +239,39 @@ def probe(subject: Subject) -> dict[str, str]:
                                      f"{tuple(inputs[None].shape)}"}
             return {}
     return {}  # broken for batched input too: the checks say how
+
+
+def probe_packed_input(subject: Subject) -> dict[str, str]:
+    """Variable-length input is not supported when forward raises on a PackedSequence while the
+    same module runs the same sequences as a plain batch, asked the same way (see `probe`). A
+    module that returns something for it is judged on it like any other."""
+    import torch
+    from torch.nn.utils.rnn import pack_padded_sequence
+
+    if subject.kind not in TORCH_KINDS or subject.kind.endswith("_cell"):
+        return {}
+    if "packed" in subject.impl.unsupported_reasons(subject.kind):
+        return {}
+    cfg = probe_config(subject.kind)
+    x = torch.zeros(io_shapes(cfg, 2, 4)["input"])
+    packed = pack_padded_sequence(x, torch.tensor([4, 2]), enforce_sorted=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            module = subject.construct(cfg)
+        except Exception:  # the checks say how construction fails
+            return {}
+        for state in (lambda: None, lambda: zero_state(cfg, x)):
+            try:
+                _forward(module, x, state())
+            except Exception:
+                continue
+            try:
+                _forward(module, packed, state())
+            except Exception as exc:
+                return {"packed": f"forward raised {one_line(exc)} on a PackedSequence"}
+            return {}
+    return {}  # broken for plain input too: the checks say how
 
 
 def _forward(module, x, hx):

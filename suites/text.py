@@ -132,6 +132,9 @@ def details(result: dict) -> list[str]:
         lines.append("  inputs: " + ", ".join(f"{name} {tuple(shape)}"
                                               for name, shape in setup["inputs"].items())
                      + ("" if "h0" in setup["inputs"] else " (initial state omitted)"))
+        if "lengths" in setup:
+            lines.append(f"  packed: pack_padded_sequence(input, lengths={setup['lengths']}, "
+                         f"enforce_sorted={setup['enforce_sorted']})")
     numbers = result.get("numbers") or {}
     if "expected" in numbers and "actual" in numbers:
         at = ", ".join(map(str, numbers.get("at", [])))

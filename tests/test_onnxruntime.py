@@ -289,8 +289,11 @@ def test_onnx_runtime_errors_become_runtime_errors(impl):
 
 def test_declared_unsupported_features_are_refused(impl):
     assert impl.unsupported == {"float64", "float16", "bfloat16", "backward", "proj_size",
-                                "batch_first", "cuda"}
+                                "batch_first", "cuda", "packed"}
     x = torch.randn(4, 2, 3)
+    packed = torch.nn.utils.rnn.pack_padded_sequence(x, torch.tensor([4, 2]), enforce_sorted=False)
+    with pytest.raises(AttributeError):  # no variable-length path: a PackedSequence is no tensor
+        impl.constructor("gru")(3, 5)(packed)
     with pytest.raises(RuntimeError, match="float32 only"):
         impl.constructor("rnn")(3, 5, dtype=torch.float64)(x.double())
     with pytest.raises(RuntimeError, match="proj_size"):

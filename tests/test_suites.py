@@ -323,7 +323,10 @@ def test_exit_crash_segfault_and_hang_become_errors_and_the_run_finishes(tmp_pat
     assert errors and all(kind == "gru_cell" and "not run" in message
                           for (kind, _), message in errors.items())
     rest = [r for r in results if r["outcome"] != "error"]
-    assert rest and all(r["outcome"] == "passed" for r in rest)
+    # (the rnn reads input.dtype, which a PackedSequence has not: packed input not supported)
+    assert rest and all(r["outcome"] == "passed" or (r["outcome"] == "not_supported"
+                                                     and list(r["numbers"]["features"]) == ["packed"])
+                        for r in rest)
     assert doc["summary"]["error"] == len(errors) + 4
 
 

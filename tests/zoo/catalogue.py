@@ -68,6 +68,10 @@ PLANTED = [
     Planted(f"{ZOO}/order_bugs.py:ReverseOutputsNotRealigned", "rnn", "reverse_output_not_realigned", "reverse outputs left in processing order (h_n right)"),
     Planted(f"{ZOO}/order_bugs.py:BatchFirstIgnored", "lstm", "batch_first_ignored", "batch_first accepted, input read as time-major"),
     Planted(f"{ZOO}/order_bugs.py:UpperLayersReadInput", "rnn", "layer_input_wrong", "every layer reads the raw input (crashes unless I == D * H)"),
+    # variable-length (PackedSequence) input
+    Planted(f"{ZOO}/packed_bugs.py:PackedPaddingRead", "gru", "packed_padding_read", "pad_packed_sequence, run over the padded tensor, pack back"),
+    Planted(f"{ZOO}/packed_bugs.py:PackedHnPaddedEnd", "rnn", "packed_h_n_padded_end", "top layer's h_n = padded output[-1] (zeros for short sequences)"),
+    Planted(f"{ZOO}/packed_bugs.py:PackedReverseFromPadding", "lstm", "packed_reverse_from_padding", "reverse direction starts at the padded end"),
     # dropout
     Planted(f"{ZOO}/dropout_bugs.py:DropoutInEval", "rnn", "dropout_in_eval", "inter-layer dropout also in eval mode"),
     Planted(f"{ZOO}/dropout_bugs.py:DropoutAfterLastLayer", "gru", "dropout_after_last_layer", "dropout on the top layer's output too"),

@@ -6,6 +6,8 @@ Each row says:
 - `not_supported`: per constructor argument the class lacks, the feature it controls, reported
   once as "the constructor takes no `<argument>`" (device/dtype: built, then moved); and
   "unbatched" where forward raises on unbatched input while batched input runs;
+  (every sequence row's loop refuses a PackedSequence too: "packed", which tests/test_zoo.py
+  allows for every sequence kind rather than repeating it per row);
 - `state_required`: forward's state argument is required, so the h0-omitted cases are not
   supported (called with zeros where torch.nn would take None);
 - `param_map`: the module's parameter (state_dict name, or attribute of a plain class) -> the

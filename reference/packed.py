@@ -23,7 +23,7 @@ from rnnbench.reference import numerics
 from rnnbench.reference.config import Config
 
 
-def check_lengths(lengths, steps: int, batch: int) -> tuple[int, ...]:
+def validate_lengths(lengths, steps: int, batch: int) -> tuple[int, ...]:
     """`lengths` as a tuple of ints, one per sequence, each in 1..steps; ValueError otherwise."""
     lengths = tuple(int(n) for n in np.asarray(lengths).reshape(-1))
     if len(lengths) != batch:
@@ -88,7 +88,7 @@ def _prepare(cfg: Config, x, lengths, hx):
     x = np.asarray(x, dtype=np.float64)
     if x.ndim != 3:
         raise ValueError(f"x must be padded and time-major (T, N, I), got shape {x.shape}")
-    lengths = check_lengths(lengths, x.shape[0], x.shape[1])
+    lengths = validate_lengths(lengths, x.shape[0], x.shape[1])
     if hx is None:
         parts = (None,) * len(numerics.state_names(cfg))
     else:

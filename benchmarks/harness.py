@@ -364,7 +364,7 @@ def availability(impl: Implementation, workload: Workload, device: str) -> tuple
 def missing_features(impl: Implementation, workload: Workload, device: str, metric: str) -> list[str]:
     """The features running `metric` of `workload` on `device` needs that `impl` lacks."""
     how = {"dtype": workload.dtype, "device": torch.device(device).type,
-           "backward": metric in BACKWARD_METRICS}
+           "backward": metric in BACKWARD_METRICS, "extra": ("packed",) if workload.packed else ()}
     return impl.missing_features(workload.config, **how)
 
 

@@ -92,24 +92,38 @@ def build_task(impl: Implementation, workload: Workload, device: str, seed: int 
     return Task(model=model, steps=_steps(model, x, target, workload))
 
 
+def _packing(x: torch.Tensor, workload: Workload):
+    """The call's input from the padded tensor: itself, or packed with the workload's lengths
+    (in every call, as a training loop packs every batch; the time includes it)."""
+    if not workload.packed:
+        return lambda: x
+    from torch.nn.utils.rnn import pack_padded_sequence
+
+    lengths = torch.tensor(workload.lengths)
+    return lambda: pack_padded_sequence(x, lengths, batch_first=workload.config.batch_first,
+                                        enforce_sorted=False)
+
+
 def _steps(model: nn.Module, x: torch.Tensor, target, workload: Workload) -> dict:
     """The metric callables. Without a classifier head the loss is the output against a fixed
-    random gradient, created on first use (its shape is the output's)."""
+    random gradient, created on first use (its shape is the output's: a packed output's data)."""
     out_grad: list[torch.Tensor] = []
     # Only workloads that train get an optimizer: constructing one imports torch._dynamo
     # (seconds), which the other workloads (and asv's per-benchmark processes) should not pay.
     optimizer = (torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
                  if "train_step" in workload.metrics else None)
 
+    call_input = _packing(x, workload)
+
     def forward():
         with torch.no_grad():
-            return model(x)
+            return model(call_input())
 
     def forward_backward():
         # Fresh gradients every call, as a training loop has; nothing accumulates across calls.
         model.zero_grad(set_to_none=True)
         x.grad = None
-        out = model(x)
+        out = model(call_input())
         if target is not None:
             nn.functional.cross_entropy(out, target).backward()
             return

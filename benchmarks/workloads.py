@@ -22,6 +22,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+import numpy as np
+
 from rnnbench.errors import UsageError
 from rnnbench.impls.base import DEVICE_FEATURES as DEVICES
 from rnnbench.impls.base import DTYPE_FEATURES as DTYPES
@@ -31,6 +33,7 @@ from rnnbench.reference.kinds import KindSpec, kind_of
 
 PRESET_DIR = Path(__file__).parent / "presets"
 METRICS = ("forward", "forward_backward", "train_step")
+RAGGED_KINDS = ("rnn", "lstm", "gru")  # the kinds that take variable-length (packed) sequences
 BACKWARD_METRICS = ("forward_backward", "train_step")
 # A backward pass costs two forwards' matmuls (activation gradients + weight gradients).
 BACKWARD_FLOP_FACTOR = 2
@@ -44,6 +47,8 @@ class Workload:
     through an embedding of that size into the module; `classes` puts a linear classifier with a
     cross-entropy loss on the time-averaged output. `budget_s` is the timing budget per
     implementation and metric (repeats stop once it is spent and `min_repeats` are taken).
+    `ragged`: the sequences of the batch have the lengths `lengths` gives (the longest `steps`),
+    handed over padded to `steps`, or, with `packed`, packed (torch.nn.utils.rnn) in each call.
     """
 
     name: str
@@ -59,6 +64,8 @@ class Workload:
     clip_norm: float | None = None
     budget_s: float = 0.5
     min_repeats: int = 7
+    ragged: bool = False
+    packed: bool = False
     notes: str = ""
 
     @property
@@ -72,15 +79,26 @@ class Workload:
 
     @property
     def tokens(self) -> int:
-        """Sequence elements processed per call: batch x steps (a cell does one step)."""
+        """Sequence elements processed per call: batch x steps (a cell does one step); the real
+        ones, the sum of the lengths, for a ragged batch, padded or not."""
+        if self.ragged:
+            return sum(self.lengths)
         return self.spec.tokens(self.config, self.batch, self.steps)
+
+    @property
+    def lengths(self) -> tuple[int, ...] | None:
+        """A ragged batch's sequence lengths (None otherwise): see `ragged_lengths`."""
+        return ragged_lengths(self.batch, self.steps) if self.ragged else None
 
     def flops(self, metric: str, *, input_gemm: bool = True) -> int | None:
         """Matmul FLOPs of one call of `metric`; None where the spec has no count for the kind.
 
         `input_gemm=False` leaves out the input projection, as DeepBench's timings do.
         Embedding lookups and classifier heads are not counted: the FLOPs are the module's.
+        A ragged batch counts no FLOPs (None): how many steps run depends on the implementation.
         """
+        if self.ragged:
+            return None
         forward = self.spec.flops(self.config, self.batch, self.steps, input_gemm)
         if forward is None:
             return None
@@ -104,6 +122,21 @@ class Workload:
         data["config"] = asdict(self.config)
         data["metrics"] = list(self.metrics)
         return data
+
+
+# Sentence lengths are roughly log-normal; this one has its median at a quarter of the longest.
+RAGGED_MEDIAN_FRACTION = 0.25
+RAGGED_SIGMA = 0.6
+
+
+def ragged_lengths(batch: int, steps: int, seed: int = 0) -> tuple[int, ...]:
+    """`batch` lengths in 1..steps drawn from a seeded log-normal distribution (median a quarter
+    of `steps`), the first exactly `steps` so that the padded length is `steps`."""
+    rng = np.random.default_rng(seed)
+    drawn = rng.lognormal(np.log(RAGGED_MEDIAN_FRACTION * steps), RAGGED_SIGMA, batch)
+    lengths = np.clip(np.rint(drawn), 1, steps).astype(int)
+    lengths[0] = steps
+    return tuple(int(n) for n in lengths)
 
 
 def config_from_dict(data: dict) -> object:
@@ -160,6 +193,12 @@ def _problem(w: Workload) -> str | None:
         return f"budget_s must be a positive number, got {w.budget_s!r}"
     if (w.vocab or w.classes) and not w.sequence_output:
         return "vocab and classes apply to kinds whose output is a sequence (time, batch, features)"
+    if not (isinstance(w.ragged, bool) and isinstance(w.packed, bool)):
+        return "ragged and packed must be true or false"
+    if w.packed and not w.ragged:
+        return "packed applies to ragged workloads"
+    if w.ragged and (w.kind not in RAGGED_KINDS or w.vocab or w.classes):
+        return f"ragged applies to the kinds {', '.join(RAGGED_KINDS)}, without vocab or classes"
     return None
 
 

@@ -694,3 +694,46 @@ def test_a_cell_workload_is_pre_checked_too():
     doc = run_benchmarks([Implementation(name="native", kinds={"gru_cell": nn.GRUCell})], [cell],
                          threads=1)
     assert {r["conforms"] for r in doc["results"]} == {True}
+
+
+# --- ragged batches: packed against padded ------------------------------------------------------
+
+def test_ragged_lengths_are_seeded_in_range_and_the_first_is_the_longest():
+    from rnnbench.benchmarks.workloads import ragged_lengths
+
+    lengths = ragged_lengths(32, 100)
+    assert lengths == ragged_lengths(32, 100)
+    assert len(lengths) == 32 and lengths[0] == 100 and all(1 <= n <= 100 for n in lengths)
+    assert len(set(lengths)) > 10     # ragged, not a constant
+    assert statistics.median(lengths) < 50
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"packed": True}, "packed applies to ragged workloads"),
+    ({"ragged": True, "config": {"kind": "gru_cell", "input_size": 3, "hidden_size": 4}},
+     "ragged applies to the kinds rnn, lstm, gru"),
+    ({"ragged": "yes"}, "ragged and packed must be true or false"),
+])
+def test_a_wrong_ragged_workload_is_refused_with_a_reason(changes, message):
+    with pytest.raises(ValueError, match=message):
+        tiny(**changes)
+
+
+def test_a_packed_workload_calls_the_module_with_a_packed_sequence_of_its_lengths():
+    from torch.nn.utils.rnn import PackedSequence
+
+    from rnnbench.benchmarks.tasks import build_task
+    from rnnbench.impls import load
+
+    w = tiny(ragged=True, packed=True, steps=9, batch=5)
+    out = build_task(load("native"), w, "cpu").steps["forward"]()[0]
+    assert isinstance(out, PackedSequence)
+    assert out.data.shape[0] == sum(w.lengths) == w.tokens
+    build_task(load("native"), w, "cpu").steps["forward_backward"]()
+
+
+def test_an_implementation_without_packed_input_is_not_timed_on_a_packed_workload():
+    impl = Implementation("plain", kinds={"rnn": nn.RNN}, unsupported=frozenset({"packed"}))
+    packed, padded = tiny(ragged=True, packed=True), tiny(ragged=True)
+    assert "packed" in skip_reason(impl, packed, "cpu", "forward")
+    assert skip_reason(impl, padded, "cpu", "forward") is None

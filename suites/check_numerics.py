@@ -4,7 +4,7 @@ Parameters are drawn from the spec's init distributions and loaded into the modu
 reference gets exactly the values the module holds (rounded to its dtype) and the same inputs,
 so the only difference left is the arithmetic. The tolerance is the spec's policy for the dtype,
 the number of steps and the depth (`rnnbench.reference.tolerance`). In float64 it is tight
-enough that any real mistake fails; in float32 it is the policy's.
+enough that any real mistake fails; in float32, bfloat16 and float16 it is the policy's.
 
 A failure says which output (or gradient) differs and by how much, where the forward pass first
 diverges (`divergence.locate`) and, where recognisable, which mistake explains it

@@ -307,6 +307,8 @@ def test_exit_crash_segfault_and_hang_become_errors_and_the_run_finishes(tmp_pat
     from rnnbench.suites import conform, isolation
 
     monkeypatch.setattr(isolation, "CRASH_LIMIT", 2)
+    # Every limit is then the given 10 s (native's own gradient time would lift that one to 30 s).
+    monkeypatch.setattr(isolation, "native_seconds", dict)
     (tmp_path / "misbehaving.py").write_text(MISBEHAVING)
     target = f"{tmp_path / 'misbehaving.py'}:IMPLEMENTATION"
     doc = conform(target, quick=True, timeout_s=10)

@@ -65,7 +65,8 @@ DIAGNOSES: dict[str, str] = {
                                 "not the input's",
     "wrong_exception_type": "wrong input rejected with an exception type torch.nn does not raise "
                             "(not ValueError, RuntimeError or TypeError)",
-    "lower_precision": "float64 computed in lower precision (right to float32's accuracy only)",
+    "lower_precision": "computed in lower precision than its dtype (float64 right to float32's "
+                       "accuracy only, float16 to bfloat16's)",
     "dropout_with_one_layer": "dropout changes a one-layer module in training (torch.nn drops "
                               "only between layers)",
     "output_not_stacked": "the output sequence is returned as a list of steps, not one tensor",

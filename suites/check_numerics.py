@@ -4,7 +4,7 @@ Parameters are drawn from the spec's init distributions and loaded into the modu
 reference gets exactly the values the module holds (rounded to its dtype) and the same inputs,
 so the only difference left is the arithmetic. The tolerance is the spec's policy for the dtype,
 the number of steps and the depth (`rnnbench.reference.tolerance`). In float64 it is tight
-enough that any real mistake fails; in float32 it is the policy's.
+enough that any real mistake fails; in float32, bfloat16 and float16 it is the policy's.
 
 A failure says which output (or gradient) differs and by how much, where the forward pass first
 diverges (`divergence.locate`) and, where recognisable, which mistake explains it
@@ -38,26 +38,39 @@ def check_gradients(subject, case, dtype: str) -> dict:
     reference's BPTT gradients for a random output gradient."""
     # Training mode: cuDNN computes RNN gradients only there; these cases have no dropout.
     trial = Trial(subject, case, dtype, "gradients", train=True)
-    cfg = trial.cfg
-    stored = spec_parameters(trial.module, cfg, trial.pmap)
-    x, hx = trial.tensors()
-    # The tensors to differentiate by, keyed as reference.backward keys their gradients.
-    leaves = {"input": x, **dict(zip(state_grad_names(cfg), (hx or {}).values()))}
-    for leaf in leaves.values():
-        leaf.requires_grad_(True)
-    outputs = observe_tensors(trial, x, hx)
+    outputs, leaves, stored = forward_for_gradients(trial)
     compare_forward(trial, {name: to_numpy(t) for name, t in outputs.items()})
-    rng = subject.rng("gradients-out", case.name)
-    grad_out = {name: rng.normal(size=tuple(t.shape)) for name, t in outputs.items()}
-    observed = _backward(trial, outputs, grad_out, leaves, stored)
-    expected = reference.backward(cfg, trial.params, trial.x64, nest_hx(cfg, trial.hx64),
-                                  nest_outputs(cfg, grad_out))
+    observed, expected = gradients(trial, outputs, leaves, stored)
     tol = trial.tolerance(gradient=True)
-    wrong = first_mismatch(observed, {name: expected[name] for name in observed}, tol)
+    wrong = first_mismatch(observed, expected, tol)
     if wrong:
         name, numbers = wrong
         raise Finding(summary(f"the gradient w.r.t. {name}", numbers), parameter=name, **numbers)
     return {"tol": tol.atol}
+
+
+def forward_for_gradients(trial: Trial) -> tuple[dict, dict, dict]:
+    """The trial's forward outputs (tensors), computed from leaves that require grad: the
+    outputs, the leaves keyed as reference.backward keys their gradients, and where each spec
+    parameter is stored (`spec_parameters`)."""
+    stored = spec_parameters(trial.module, trial.cfg, trial.pmap)
+    x, hx = trial.tensors()
+    leaves = {"input": x, **dict(zip(state_grad_names(trial.cfg), (hx or {}).values()))}
+    for leaf in leaves.values():
+        leaf.requires_grad_(True)
+    return observe_tensors(trial, x, hx), leaves, stored
+
+
+def gradients(trial: Trial, outputs: dict, leaves: dict, stored: dict) -> tuple[dict, dict]:
+    """(the implementation's gradients, the reference's) for a random output gradient, in
+    float64, keyed alike. The output gradient is rounded to the trial's dtype first, so both
+    sides differentiate the same function of the outputs."""
+    rng = trial.subject.rng("gradients-out", trial.case.name)
+    grad_out = {name: trial.rounded(rng.normal(size=tuple(t.shape))) for name, t in outputs.items()}
+    observed = _backward(trial, outputs, grad_out, leaves, stored)
+    expected = reference.backward(trial.cfg, trial.params, trial.x64, nest_hx(trial.cfg, trial.hx64),
+                                  nest_outputs(trial.cfg, grad_out))
+    return observed, {name: expected[name] for name in observed}
 
 
 def _backward(trial: Trial, outputs: dict, grad_out: dict, leaves: dict, stored: dict) -> dict:

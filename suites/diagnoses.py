@@ -28,6 +28,10 @@ from rnnbench.suites.layers import is_batched, time_major
 from rnnbench.suites.results import Finding
 from rnnbench.suites.subject import call, draw_params, params_of, to_numpy
 
+# A dtype -> the next coarser one computed inside it by mistake (float32 in a float64 module, a
+# bfloat16 matmul or state in a float16 module: same range, 3 fewer mantissa bits).
+COARSER = {"float64": "float32", "float16": "bfloat16"}
+
 
 def diagnose(trial, observed: dict | None) -> str | None:
     """The diagnosis id of a trial whose outputs (`observed`, None if forward raised) are wrong."""
@@ -40,8 +44,9 @@ def diagnose(trial, observed: dict | None) -> str | None:
             return found
     if observed is None:
         return None
-    if trial.dtype == "float64" and agree(observed, expected, trial.tolerance_as("float32")):
-        return "lower_precision"  # right to float32's accuracy, not to float64's
+    coarser = COARSER.get(trial.dtype)
+    if coarser and agree(observed, expected, trial.tolerance_as(coarser)):
+        return "lower_precision"  # right to the coarser dtype's accuracy, not to its own
     return (variants.match(trial.cfg, trial.params, trial.x64, trial.hx64, observed, expected, tol)
             or final_state_mismatch(trial.cfg, observed, tol))
 

@@ -59,11 +59,12 @@ class Trial:
         self.params = None if loaded is None else params_of(self.module, self.cfg, self.pmap)
         shapes = io_shapes(self.cfg, case.batch, case.steps)
         # Rounded to the module's dtype once, so the reference sees exactly what the module sees.
-        self.x64 = self._rounded(rng.normal(INPUT_MEAN, 1.0, shapes["input"]))
-        self.hx64 = ({name: self._rounded(STATE_SCALE * rng.normal(size=shapes[name]))
+        self.x64 = self.rounded(rng.normal(INPUT_MEAN, 1.0, shapes["input"]))
+        self.hx64 = ({name: self.rounded(STATE_SCALE * rng.normal(size=shapes[name]))
                       for name in state_names(self.cfg)} if case.h0 else None)
 
-    def _rounded(self, array: np.ndarray) -> np.ndarray:
+    def rounded(self, array: np.ndarray) -> np.ndarray:
+        """`array` rounded to the module's dtype, as float64."""
         return to_numpy(self.subject.tensor(array, self.dtype))
 
     def tensors(self) -> tuple[torch.Tensor, dict | None]:

@@ -76,6 +76,18 @@ def test_planted_bug_is_caught_and_diagnosed(row):
                                         f"{_listing(problems)}")
 
 
+@pytest.mark.parametrize("row", catalogue.HALF_PLANTED, ids=lambda row: row.target.rpartition(":")[2])
+def test_half_precision_bug_is_caught_by_the_half_rows_only(row):
+    impl = load(str(ROOT / row.target), row.kind)
+    results = run_checks(impl, kinds=[row.kind], checks=catalogue.HALF_CHECKS)
+    problems = [r for r in results if r.outcome in ("failed", "error")]
+    assert problems, f"{row.target} ({row.description}) passed every half-precision check"
+    if row.diagnosis is not None:
+        assert row.diagnosis in {r.diagnosis for r in problems}, _listing(problems)
+    wider = run_checks(impl, kinds=[row.kind], checks="forward/*,gradients/*,*-float32/*")
+    assert all(r.outcome == "passed" for r in wider), _listing(wider)
+
+
 # Cell kinds: the command's exit codes at the smallest plan (each call starts two processes).
 CELL_BUG = next(row for row in catalogue.PLANTED if row.kind.endswith("_cell"))
 
@@ -102,7 +114,8 @@ def test_catalogue_covers_the_issue():
     assert len({row.target for row in planted}) == len(planted)
 
 
-@pytest.mark.parametrize("row", catalogue.PLANTED, ids=lambda row: row.target.rpartition(":")[2])
+@pytest.mark.parametrize("row", catalogue.PLANTED + catalogue.HALF_PLANTED,
+                         ids=lambda row: row.target.rpartition(":")[2])
 def test_planted_bug_overrides_exactly_one_hook_of_the_base(row):
     bug = _resolve(row.target)
     (parent,) = bug.__bases__

@@ -86,6 +86,16 @@ PLANTED = [
     Planted(f"{ZOO}/contract_bugs.py:InvalidArgumentsAccepted", "gru", None, "no argument validation (hidden_size=0, dropout=1.5 accepted)"),
 ]
 
+# Bugs confined to the half-precision path, which only the bfloat16/float16 rows can see: each is
+# run through those rows on the full case list (HALF_CHECKS; the one-step rows, where a single
+# rounding is most of the error, are not in the quick list) and must fail there while its
+# float64 and float32 rows pass.
+HALF_CHECKS = "*-bfloat16/*,*-float16/*"
+HALF_PLANTED = [
+    Planted(f"{ZOO}/half_bugs.py:GRUFloat16StepInBfloat16", "gru", "lower_precision", "float16 steps computed in bfloat16, cast back"),
+    Planted(f"{ZOO}/half_bugs.py:RNNHalfTanhApproximated", "rnn", None, "in half precision, tanh by a Pade approximant (off by up to 0.02)"),
+]
+
 
 class BlindSpot(NamedTuple):
     """A planted bug a suite with blind spots passes (or names wrongly): the same fields as

@@ -1,0 +1,64 @@
+"""The half-precision rows: bfloat16 and float16 forward and gradient checks against the float64
+reference, their tolerance, and what an implementation without half support gets."""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from rnnbench.impls import Implementation, load
+from rnnbench.reference import tolerance
+from rnnbench.suites import run_checks
+from rnnbench.suites.cases import CASES
+from rnnbench.suites.checks import CHECKS, HALF_DTYPES
+
+NATIVE = load("native")
+HALF_ROWS = "*-bfloat16/*,*-float16/*"
+
+
+def _listing(results) -> str:
+    return "\n".join(f"{r.kind} {r.check}: {r.outcome} {r.message} [{r.diagnosis}]" for r in results)
+
+
+def _numeric(dtype: str) -> dict[str, object]:
+    return {check.category: check for check in CHECKS
+            if check.dtype == dtype and check.category in ("forward", "gradients")}
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES)
+def test_every_case_has_half_forward_and_every_smooth_case_half_gradients(dtype):
+    checks = _numeric(dtype)
+    assert set(checks) == {"forward", "gradients"}
+    assert [c for c in CASES if checks["forward"].applies(c)] == list(CASES)
+    not_judged = [c for c in CASES if not checks["gradients"].applies(c)]
+    assert not_judged and all(c.config.nonlinearity == "relu" for c in not_judged)
+    assert {c.kind for c in CASES if checks["gradients"].applies(c)} == {c.kind for c in CASES}
+
+
+def test_half_allowances_keep_the_ratio_of_the_dtypes_epsilons():
+    ratio = torch.finfo(torch.bfloat16).eps / torch.finfo(torch.float16).eps
+    assert tolerance("bfloat16").atol / tolerance("float16").atol == pytest.approx(ratio)
+    assert tolerance("float16", 16, 1).atol == pytest.approx(4 * tolerance("float16").atol)
+
+
+def test_native_passes_the_half_rows():
+    results = run_checks(NATIVE, quick=True, checks=HALF_ROWS)
+    assert {r.check.split("/")[0] for r in results} == {
+        f"{what}-{dtype}" for what in ("forward", "gradients") for dtype in HALF_DTYPES}
+    assert all(r.outcome == "passed" for r in results), _listing(results)
+
+
+def test_half_declared_unsupported_is_not_supported_never_failed():
+    impl = Implementation("no-float16", {"lstm": nn.LSTM}, unsupported=frozenset({"float16"}))
+    results = run_checks(impl, quick=True, checks=HALF_ROWS)
+    by_dtype = {dtype: [r for r in results if r.check.split("/")[0].endswith(f"-{dtype}")]
+                for dtype in HALF_DTYPES}
+    assert by_dtype["float16"] and all(
+        r.outcome == "not_supported" and "needs float16" in r.message for r in by_dtype["float16"])
+    assert by_dtype["bfloat16"] and all(r.outcome == "passed" for r in by_dtype["bfloat16"])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_native_passes_the_half_rows_on_cuda():
+    results = run_checks(NATIVE, device="cuda", quick=True, checks=HALF_ROWS)
+    assert all(r.outcome == "passed" for r in results), _listing(results)

@@ -83,7 +83,7 @@ def measured() -> dict:
 
 def test_the_child_ran_interpreted_and_available(measured):
     assert measured["status"] == {"interpreted": True, "availability": None,
-                                  "unsupported": ["cuda"]}
+                                  "unsupported": ["cuda", "packed"]}
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)

@@ -84,7 +84,8 @@ def test_half_precision_bug_is_caught_by_the_half_rows_only(row):
     assert problems, f"{row.target} ({row.description}) passed every half-precision check"
     if row.diagnosis is not None:
         assert row.diagnosis in {r.diagnosis for r in problems}, _listing(problems)
-    wider = run_checks(impl, kinds=[row.kind], checks="forward/*,gradients/*,*-float32/*")
+    wider = run_checks(impl, kinds=[row.kind],
+                       checks="forward/*,gradients/*,forward-float32/*,gradients-float32/*")
     assert all(r.outcome == "passed" for r in wider), _listing(wider)
 
 

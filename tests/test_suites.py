@@ -564,3 +564,11 @@ def test_a_checks_limit_is_the_timeout_or_a_multiple_of_natives_time_whichever_i
     assert run.limit_s(0) == isolation.CHECK_SLOWDOWN * 0.5
     assert run.limit_s(1) == 10.0    # native's time x CHECK_SLOWDOWN is below the timeout
     assert run.limit_s(2) == 10.0    # a check native has no time for
+
+
+def test_conform_bounds_a_users_implementation_by_the_budget_and_a_built_in_by_none():
+    from rnnbench.commands.conform import default_budget
+    from rnnbench.suites.isolation import DEFAULT_BUDGET_S
+
+    assert default_budget("compile") is None
+    assert default_budget("my_rnn.py:MyRNN") == DEFAULT_BUDGET_S

@@ -44,7 +44,7 @@ def add_arguments(parser) -> None:
                              "that are slow on torch.nn too)")
     parser.add_argument("--budget", type=float, default=None, metavar="S",
                         help="time limit of the whole run in seconds, after which the remaining "
-                             "checks are errors (default 270; 0: none)")
+                             "checks are errors (default 270, none for the built-ins; 0: none)")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="one table row per check and case, and every failure in full "
                              "(its configuration, inputs, expected and actual values)")
@@ -53,7 +53,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from rnnbench.documents import require_writable, write_json
     from rnnbench.suites import text
-    from rnnbench.suites.isolation import DEFAULT_BUDGET_S, DEFAULT_TIMEOUT_S, conform
+    from rnnbench.suites.isolation import DEFAULT_TIMEOUT_S, conform
     from rnnbench.suites.fuzz import case_from_json
     from rnnbench.suites.known import read_file as read_known
     from rnnbench.suites.parammap import parse_user_map
@@ -81,7 +81,7 @@ def run(args) -> int:
         if args.kind and args.kind != kinds:
             raise UsageError(f"--case is a {kinds[0]} case; --kind says {', '.join(args.kind)}")
     known_failures = read_known(args.known_failures) if args.known_failures else None
-    budget = DEFAULT_BUDGET_S if args.budget is None else (args.budget or None)
+    budget = default_budget(args.target) if args.budget is None else (args.budget or None)
     progress = KindTally(sys.stderr)
     doc = conform(args.target, kinds=kinds, device=args.device, quick=args.quick,
                   seed=args.seed, timeout_s=args.timeout or DEFAULT_TIMEOUT_S, progress=progress,
@@ -95,3 +95,13 @@ def run(args) -> int:
         raise KeyboardInterrupt
     counts = doc["summary"]
     return 1 if counts["failed"] or counts["error"] else 0
+
+
+def default_budget(target: str) -> float | None:
+    """The run budget when --budget is not given: none for the built-ins (they are ours, and
+    compile's first run builds a graph per configuration and dtype for minutes), DEFAULT_BUDGET_S
+    for anything else."""
+    from rnnbench.impls import BUILTINS
+    from rnnbench.suites.isolation import DEFAULT_BUDGET_S
+
+    return None if target in BUILTINS else DEFAULT_BUDGET_S

@@ -38,12 +38,14 @@ class Check:
     dtype: str = "float32"
     backward: bool = False
     features: tuple[str, ...] = ()  # call features the check needs whatever the case
+    quick_rows: int | None = None   # a --quick run takes only this many of its rows, if set
 
     def id(self, case: Case) -> str:
         return f"{self.name}/{case.name}"
 
     def cases(self, kind: str, quick: bool = False) -> list[Case]:
-        return [case for case in select(self.table, kind, quick) if self.applies(case)]
+        chosen = [case for case in select(self.table, kind, quick) if self.applies(case)]
+        return chosen[:self.quick_rows] if quick and self.quick_rows else chosen
 
 
 # The dtypes of the numeric checks and their ids' suffixes: float64 is tight enough that any real
@@ -70,12 +72,16 @@ def _numeric_checks() -> list[Check]:
     """forward and gradients in each of NUMERIC_DTYPES."""
     checks = []
     for dtype, suffix in NUMERIC_DTYPES:
+        # A --quick run checks half precision on one row: enough to see a half path that is
+        # wrong, and compiled implementations build a graph per dtype.
+        quick_rows = 1 if dtype in HALF_DTYPES else None
         checks.append(Check(f"forward{suffix}", "forward",
-                            partial(check_numerics.check_forward, dtype=dtype), CASES, dtype=dtype))
+                            partial(check_numerics.check_forward, dtype=dtype), CASES, dtype=dtype,
+                            quick_rows=quick_rows))
         checks.append(Check(f"gradients{suffix}", "gradients",
                             partial(check_numerics.check_gradients, dtype=dtype), CASES,
                             applies=_smooth if dtype in HALF_DTYPES else _every,
-                            dtype=dtype, backward=True))
+                            dtype=dtype, backward=True, quick_rows=quick_rows))
     return checks
 
 

@@ -62,3 +62,13 @@ def test_half_declared_unsupported_is_not_supported_never_failed():
 def test_native_passes_the_half_rows_on_cuda():
     results = run_checks(NATIVE, device="cuda", quick=True, checks=HALF_ROWS)
     assert all(r.outcome == "passed" for r in results), _listing(results)
+
+
+def test_a_quick_run_checks_half_precision_on_one_row_per_kind():
+    from rnnbench.suites.checks import CHECKS
+
+    for check in CHECKS:
+        if check.name.endswith(("-bfloat16", "-float16")):
+            for kind in ("rnn", "gru_cell"):
+                assert len(check.cases(kind, quick=True)) == 1
+                assert len(check.cases(kind)) > 1

@@ -42,7 +42,7 @@ def test_half_allowances_keep_the_ratio_of_the_dtypes_epsilons():
 
 
 def test_native_passes_the_half_rows():
-    results = run_checks(NATIVE, quick=True, checks=HALF_ROWS)
+    results = run_checks(NATIVE, checks=HALF_ROWS)
     assert {r.check.split("/")[0] for r in results} == {
         f"{what}-{dtype}" for what in ("forward", "gradients") for dtype in HALF_DTYPES}
     assert all(r.outcome == "passed" for r in results), _listing(results)
@@ -50,7 +50,7 @@ def test_native_passes_the_half_rows():
 
 def test_half_declared_unsupported_is_not_supported_never_failed():
     impl = Implementation("no-float16", {"lstm": nn.LSTM}, unsupported=frozenset({"float16"}))
-    results = run_checks(impl, quick=True, checks=HALF_ROWS)
+    results = run_checks(impl, checks=HALF_ROWS)
     by_dtype = {dtype: [r for r in results if r.check.split("/")[0].endswith(f"-{dtype}")]
                 for dtype in HALF_DTYPES}
     assert by_dtype["float16"] and all(
@@ -60,15 +60,16 @@ def test_half_declared_unsupported_is_not_supported_never_failed():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_native_passes_the_half_rows_on_cuda():
-    results = run_checks(NATIVE, device="cuda", quick=True, checks=HALF_ROWS)
+    results = run_checks(NATIVE, device="cuda", checks=HALF_ROWS)
     assert all(r.outcome == "passed" for r in results), _listing(results)
 
 
-def test_a_quick_run_checks_half_precision_on_one_row_per_kind():
+def test_half_precision_is_checked_by_the_full_case_list_not_the_quick_one():
     from rnnbench.suites.checks import CHECKS
 
-    for check in CHECKS:
-        if check.name.endswith(("-bfloat16", "-float16")):
-            for kind in ("rnn", "gru_cell"):
-                assert len(check.cases(kind, quick=True)) == 1
-                assert len(check.cases(kind)) > 1
+    half = [check for check in CHECKS if check.name.endswith(("-bfloat16", "-float16"))]
+    assert len(half) == 4
+    for check in half:
+        for kind in ("rnn", "gru_cell"):
+            assert check.cases(kind, quick=True) == []
+            assert len(check.cases(kind)) > 1

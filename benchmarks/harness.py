@@ -86,11 +86,12 @@ def run_benchmarks(impls: Iterable[Implementation], workloads: Iterable[Workload
                    *, threads: int | None = None, budget_s: float | None = None, seed: int = 0,
                    progress: Progress | None = None,
                    checkpoint: Callable[[dict], None] | None = None,
-                   wait: Callable[[], None] | None = None) -> dict:
+                   wait: Callable[[], None] | None = None, preset: str | None = None) -> dict:
     """Time every implementation on every workload; return the rnnbench.bench/2 document.
 
     `device`, `threads` apply to workloads that do not name their own; `budget_s` overrides the
-    workloads' timing budgets. `progress(done, total, label)` is called as results come in;
+    workloads' timing budgets; `preset` names where the workloads came from (recorded, as is the
+    budget, so that the report can say what was measured and how). `progress(done, total, label)` is called as results come in;
     `checkpoint(document)` after each workload, so an interrupted run keeps what it finished.
 
     Each workload is prepared (modules built, pre-checked against the reference, first calls
@@ -107,6 +108,8 @@ def run_benchmarks(impls: Iterable[Implementation], workloads: Iterable[Workload
         "environment": environment,
         "device": device,
         "threads": threads,
+        "preset": preset,
+        "budget_s": budget_s,
         "peak_gflops": None,
         "machine_check": None,
         "peaks": [],

@@ -737,3 +737,11 @@ def test_an_implementation_without_packed_input_is_not_timed_on_a_packed_workloa
     packed, padded = tiny(ragged=True, packed=True), tiny(ragged=True)
     assert "packed" in skip_reason(impl, packed, "cpu", "forward")
     assert skip_reason(impl, padded, "cpu", "forward") is None
+
+
+def test_the_document_records_the_preset_and_the_budget_it_ran_with(tmp_path):
+    out = tmp_path / "bench.json"
+    assert cli.main(["bench", "--impl", "native", "--kind", "rnn_cell", "--budget", "0.01",
+                     "--json", str(out)]) == 0
+    doc = read_json(out)
+    assert doc["preset"] == "quick" and doc["budget_s"] == 0.01

@@ -96,8 +96,9 @@ def run(args) -> int:
             write_json(args.json, doc)
 
     progress = StepCounter(sys.stderr, log_prefix="bench")
+    preset = None if args.workload else args.preset or DEFAULT_PRESET
     doc = run_benchmarks(impls, workloads, args.device, threads=args.threads, budget_s=args.budget,
-                         progress=progress, checkpoint=checkpoint)
+                         progress=progress, checkpoint=checkpoint, preset=preset)
     progress.close()
     checkpoint(doc)
     print(render(doc))

@@ -227,7 +227,7 @@ def _bench_stage(impls: list, out: Path, progress: StageProgress, wait) -> tuple
         progress.update("bench", "benchmarks: waiting for conformance to finish")
         wait()
 
-    doc = run_benchmarks(impls, workloads, progress=progress.counter("bench"),
+    doc = run_benchmarks(impls, workloads, preset=PRESET, progress=progress.counter("bench"),
                          checkpoint=lambda partial: write_json(path, partial), wait=waiting)
     write_json(path, doc)
     progress.done("bench")

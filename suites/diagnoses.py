@@ -8,7 +8,7 @@ maps each id to the sentence a user reads.
 the implementation two more questions (probes): does it work when the zero initial state is
 passed explicitly (then h0=None is not handled), and does it give the right answer when the
 input is handed over time-major (then batch_first is ignored). Then it recomputes the reference
-with each named mistake (`rnnbench.suites.variants`) and names the one the implementation
+with each named mistake (`rnnbench.suites.mistakes`) and names the one the implementation
 reproduces. Last, final states that contradict the module's own outputs are named. Other
 checks name their findings themselves (init, dropout, error inputs, parameter names).
 `diagnose_packed` does the same for variable-length (packed) input with its own mistakes.
@@ -22,7 +22,7 @@ from rnnbench.findings import DIAGNOSES  # noqa: F401  (re-exported: the suites'
 from rnnbench import reference
 from rnnbench.reference import io_shapes
 from rnnbench.reference.numerics import flatten_outputs, nest_state, state_names
-from rnnbench.suites import variants
+from rnnbench.suites import mistakes
 from rnnbench.suites.compare import agree, excess
 from rnnbench.suites.layers import is_batched, time_major
 from rnnbench.suites.results import Finding
@@ -47,7 +47,7 @@ def diagnose(trial, observed: dict | None) -> str | None:
     coarser = COARSER.get(trial.dtype)
     if coarser and agree(observed, expected, trial.tolerance_as(coarser)):
         return "lower_precision"  # right to the coarser dtype's accuracy, not to its own
-    return (variants.match(trial.cfg, trial.params, trial.x64, trial.hx64, observed, expected, tol)
+    return (mistakes.match(trial.cfg, trial.params, trial.x64, trial.hx64, observed, expected, tol)
             or final_state_mismatch(trial.cfg, observed, tol))
 
 

@@ -17,7 +17,8 @@ import torch
 
 from rnnbench import reference
 from rnnbench.reference.numerics import nest_outputs, state_grad_names
-from rnnbench.suites.compare import SAMPLE_VALUES, difference, first_mismatch, summary
+from rnnbench.suites.compare import (SAMPLE_VALUES, agreement, first_mismatch,
+                                     require_gradients_close, summary)
 from rnnbench.suites.diagnoses import diagnose
 from rnnbench.suites.divergence import locate
 from rnnbench.suites.layers import time_major
@@ -41,12 +42,7 @@ def check_gradients(subject, case, dtype: str) -> dict:
     outputs, leaves, stored = forward_for_gradients(trial)
     compare_forward(trial, {name: to_numpy(t) for name, t in outputs.items()})
     observed, expected = gradients(trial, outputs, leaves, stored)
-    tol = trial.tolerance(gradient=True)
-    wrong = first_mismatch(observed, expected, tol)
-    if wrong:
-        name, numbers = wrong
-        raise Finding(summary(f"the gradient w.r.t. {name}", numbers), parameter=name, **numbers)
-    return {"tol": tol.atol}
+    return require_gradients_close(observed, expected, trial.tolerance(gradient=True))
 
 
 def forward_for_gradients(trial: Trial) -> tuple[dict, dict, dict]:
@@ -115,8 +111,7 @@ def compare_forward(trial: Trial, observed: dict) -> dict:
     tol = trial.tolerance()
     wrong = first_mismatch(observed, expected, tol)
     if wrong is None:
-        return {"max_abs": max(difference(observed[n], expected[n], tol)["max_abs"] for n in expected),
-                "tol": tol.atol}
+        return agreement(observed, expected, tol)
     name, numbers = wrong
     numbers.update(locate(trial, observed, expected, tol))
     if name == "output" and numbers.get("timestep") is not None:

@@ -22,7 +22,7 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 from rnnbench import reference
 from rnnbench.reference import io_shapes
 from rnnbench.reference.numerics import output_names
-from rnnbench.suites.compare import difference, first_mismatch, summary
+from rnnbench.suites.compare import agreement, first_mismatch, require_gradients_close, summary
 from rnnbench.suites.results import Finding
 from rnnbench.suites.subject import call, spec_parameters, to_numpy
 from rnnbench.suites.trial import Trial, nest_hx
@@ -88,12 +88,7 @@ def check_packed_gradients(subject, case, dtype: str) -> dict:
     expected = reference.backward_packed(cfg, trial.params, trial.time_major(trial.x64),
                                          trial.lengths, nest_hx(cfg, trial.hx64), grad_out)
     expected["input"] = trial.time_major(expected["input"])
-    tol = trial.tolerance(gradient=True)
-    wrong = first_mismatch(observed, {name: expected[name] for name in observed}, tol)
-    if wrong:
-        name, numbers = wrong
-        raise Finding(summary(f"the gradient w.r.t. {name}", numbers), parameter=name, **numbers)
-    return {"tol": tol.atol}
+    return require_gradients_close(observed, expected, trial.tolerance(gradient=True))
 
 
 def compare_packed(trial: PackedTrial, observed: dict) -> dict:
@@ -105,8 +100,7 @@ def compare_packed(trial: PackedTrial, observed: dict) -> dict:
     tol = trial.tolerance()
     wrong = first_mismatch(observed, expected, tol)
     if wrong is None:
-        return {"max_abs": max(difference(observed[n], expected[n], tol)["max_abs"] for n in expected),
-                "tol": tol.atol}
+        return agreement(observed, expected, tol)
     name, numbers = wrong
     numbers.update(_where(name, observed[name], expected[name], tol, trial.lengths))
     raise Finding(summary(name, numbers), diagnose_packed(trial, observed, expected, tol), **numbers)

@@ -24,7 +24,7 @@ import torch
 from rnnbench.reference import Uniform
 from rnnbench.reference.kinds import KindSpec, kind_of, register
 from rnnbench.suites.checks import Check, register_checks
-from rnnbench.suites.compare import first_mismatch, summary
+from rnnbench.suites.compare import first_mismatch, require_gradients_close, summary
 from rnnbench.suites.results import Finding
 from rnnbench.suites.statistics import ALPHA
 from rnnbench.suites.subject import call, to_numpy
@@ -237,9 +237,4 @@ def check_gradients(subject, case: SpecCase, dtype: str) -> dict:
     observed = {name: np.zeros(tuple(t.shape)) if g is None else to_numpy(g)
                 for (name, t), g in zip(wrt.items(), grads)}
     expected = run.spec.backward(case.config, run.params, run.x, run.hx, grad_out)
-    tol = run.tolerance(gradient=True)
-    wrong = first_mismatch(observed, {name: expected[name] for name in observed}, tol)
-    if wrong:
-        name, numbers = wrong
-        raise Finding(summary(f"the gradient w.r.t. {name}", numbers), parameter=name, **numbers)
-    return {"tol": tol.atol}
+    return require_gradients_close(observed, expected, run.tolerance(gradient=True))

@@ -76,3 +76,22 @@ def summary(name: str, numbers: dict, what: str = "the reference") -> str:
     """The one-line message of a failed comparison."""
     return (f"{name} differs from {what} (max abs {numbers['max_abs']:.1e}, "
             f"tol {numbers['tol']:.1e})")
+
+
+def agreement(observed: dict, expected: dict, tol: Tolerance) -> dict[str, float]:
+    """What outputs that agree report: the largest absolute difference over `expected`'s arrays,
+    and the tolerance's atol."""
+    return {"max_abs": max(difference(observed[n], expected[n], tol)["max_abs"] for n in expected),
+            "tol": tol.atol}
+
+
+def require_gradients_close(observed: dict, expected: dict, tol: Tolerance) -> dict[str, float]:
+    """{"tol": atol} when every gradient in `observed` is within `tol` of `expected`'s; else a
+    Finding naming the first one that is not (its parameter, with the numbers)."""
+    from rnnbench.suites.results import Finding
+
+    wrong = first_mismatch(observed, {name: expected[name] for name in observed}, tol)
+    if wrong:
+        name, numbers = wrong
+        raise Finding(summary(f"the gradient w.r.t. {name}", numbers), parameter=name, **numbers)
+    return {"tol": tol.atol}

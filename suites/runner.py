@@ -220,25 +220,12 @@ def probe(subject: Subject) -> dict[str, str]:
     if "unbatched" in subject.impl.unsupported_reasons(subject.kind):
         return {}
     cfg = probe_config(subject.kind)
-    inputs = {batch: torch.zeros(io_shapes(cfg, batch, 4)["input"]) for batch in (2, None)}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            module = subject.construct(cfg)
-        except Exception:  # the checks say how construction fails
-            return {}
-        for state in (lambda x: None, lambda x: zero_state(cfg, x)):
-            try:
-                _forward(module, inputs[2], state(inputs[2]))
-            except Exception:
-                continue
-            try:
-                _forward(module, inputs[None], state(inputs[None]))
-            except Exception as exc:
-                return {"unbatched": f"forward raised {one_line(exc)} on unbatched input "
-                                     f"{tuple(inputs[None].shape)}"}
-            return {}
-    return {}  # broken for batched input too: the checks say how
+    batched, unbatched = (torch.zeros(io_shapes(cfg, batch, 4)["input"]) for batch in (2, None))
+    error = _refused(subject, cfg, batched, unbatched, unbatched)
+    if error is None:
+        return {}
+    return {"unbatched": f"forward raised {one_line(error)} on unbatched input "
+                         f"{tuple(unbatched.shape)}"}
 
 
 def probe_packed_input(subject: Subject) -> dict[str, str]:
@@ -255,23 +242,32 @@ def probe_packed_input(subject: Subject) -> dict[str, str]:
     cfg = probe_config(subject.kind)
     x = torch.zeros(io_shapes(cfg, 2, 4)["input"])
     packed = pack_padded_sequence(x, torch.tensor([4, 2]), enforce_sorted=False)
+    error = _refused(subject, cfg, x, packed, x)
+    return {} if error is None else {"packed": f"forward raised {one_line(error)} on a PackedSequence"}
+
+
+def _refused(subject: Subject, cfg, plain, other, other_state_like) -> Exception | None:
+    """What forward raised on `other` where a fresh module of `cfg` ran `plain` asked the same
+    way: with the state omitted, or else with zeros (shaped for `plain`, and for
+    `other_state_like` on the second call). None when it ran both, or ran neither (or could not
+    be built): the checks then say how."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
             module = subject.construct(cfg)
-        except Exception:  # the checks say how construction fails
-            return {}
-        for state in (lambda: None, lambda: zero_state(cfg, x)):
+        except Exception:
+            return None
+        for state in (lambda x: None, lambda x: zero_state(cfg, x)):
             try:
-                _forward(module, x, state())
+                _forward(module, plain, state(plain))
             except Exception:
                 continue
             try:
-                _forward(module, packed, state())
+                _forward(module, other, state(other_state_like))
             except Exception as exc:
-                return {"packed": f"forward raised {one_line(exc)} on a PackedSequence"}
-            return {}
-    return {}  # broken for plain input too: the checks say how
+                return exc
+            return None
+    return None
 
 
 def _forward(module, x, hx):

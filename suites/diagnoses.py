@@ -84,23 +84,29 @@ def _h0_none_unhandled(trial, observed, expected, tol) -> str | None:
     """hx=None fails, but passing zeros explicitly gives the right answer."""
     if trial.hx64 is not None:
         return None
-    shapes = io_shapes(trial.cfg, trial.case.batch, trial.case.steps)
-    zeros = {name: trial.subject.tensor(np.zeros(shapes[name]), trial.dtype)
-             for name in state_names(trial.cfg)}
     try:
-        with_zeros = trial.run(hx=zeros)
+        with_zeros = trial.run(hx=_zero_state(trial))
     except Finding:
         return None
     return "h0_none_unhandled" if agree(with_zeros, expected, tol) else None
 
 
+def _zero_state(trial) -> dict:
+    """The initial state torch.nn takes for hx=None, explicitly, in the trial's dtype."""
+    shapes = io_shapes(trial.cfg, trial.case.batch, trial.case.steps)
+    return {name: trial.subject.tensor(np.zeros(shapes[name]), trial.dtype)
+            for name in state_names(trial.cfg)}
+
+
 def _zero_state_default_dtype(trial, observed, expected, tol) -> str | None:
     """forward with hx=None fails in a dtype other than torch's default, yet the same module in
-    the default dtype runs: the zero state is made in the default dtype, not the input's."""
+    the default dtype runs: the zero state is made in the default dtype, not the input's. Not
+    when an explicit zero state fails the same way: then the dtype fails whatever the state
+    (an init or kernel that dtype lacks)."""
     if observed is not None or trial.hx64 is not None:
         return None
     default = str(torch.get_default_dtype()).removeprefix("torch.")
-    if trial.dtype == default:
+    if trial.dtype == default or _fails_alike(trial, _zero_state(trial), None):
         return None
     try:
         module = trial.subject.build(trial.cfg, default, trial.params)
@@ -108,6 +114,19 @@ def _zero_state_default_dtype(trial, observed, expected, tol) -> str | None:
     except Finding:
         return None
     return "zero_state_default_dtype"
+
+
+def _fails_alike(trial, hx, other_hx) -> bool:
+    """Whether forward raises the same message with initial state `hx` as with `other_hx`."""
+    messages = []
+    for state in (hx, other_hx):
+        try:
+            trial.run(hx=state)
+        except Finding as finding:
+            messages.append(str(finding))
+        else:
+            return False
+    return messages[0] == messages[1]
 
 
 def _training_changes_output(trial, observed, expected, tol) -> str | None:

@@ -73,3 +73,20 @@ def test_half_precision_is_checked_by_the_full_case_list_not_the_quick_one():
         for kind in ("rnn", "gru_cell"):
             assert check.cases(kind, quick=True) == []
             assert len(check.cases(kind)) > 1
+
+
+class NoBfloat16(nn.GRU):
+    """Fails in bfloat16 whatever the state, as a library whose init has no bfloat16 kernel."""
+
+    def forward(self, input, hx=None):
+        if input.dtype == torch.bfloat16:
+            raise NotImplementedError("'geqrf_cpu' not implemented for 'BFloat16'")
+        return super().forward(input, hx)
+
+
+def test_a_dtype_that_fails_whatever_the_state_is_not_blamed_on_the_zero_state():
+    impl = Implementation("no-bfloat16", {"gru": NoBfloat16})
+    results = run_checks(impl, checks="forward-bfloat16/*")
+    omitted = [r for r in results if "h0-omitted" in r.check]
+    assert omitted and all(r.outcome == "failed" for r in omitted)
+    assert all(r.diagnosis != "zero_state_default_dtype" for r in omitted), _listing(omitted)

@@ -3,7 +3,9 @@ and GRU: each layer one ONNX node, evaluated by the reference implementation of 
 
 NumPy underneath, so no autograd (`backward` unsupported); its RNN operator knows no Relu
 activation ("Unknown activation function 'Relu'"), though ONNX's operator lists it; ONNX's RNN,
-LSTM and GRU operators have no dropout between layers and no projection.
+LSTM and GRU operators have no dropout between layers and no projection. Half precision does
+not get through: NumPy has no bfloat16, and the operator's reference implementation has no
+float16 ("KeyError: dtype('float16')").
 """
 from onnx.reference import ReferenceEvaluator
 
@@ -30,5 +32,5 @@ class GRU(ReferenceLayers):
 
 IMPLEMENTATION = Implementation(
     name="onnx-reference", kinds={"rnn": RNN, "lstm": LSTM, "gru": GRU},
-    unsupported=frozenset({"backward", "relu", "dropout", "proj_size"}),
+    unsupported=frozenset({"backward", "relu", "dropout", "proj_size", "float16", "bfloat16"}),
     description="onnx.reference.ReferenceEvaluator running one RNN/LSTM/GRU node per layer")

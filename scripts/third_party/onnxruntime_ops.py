@@ -1,8 +1,8 @@
 """ONNX Runtime's CPU RNN, LSTM and GRU kernels as torch.nn's RNN, LSTM and GRU: each layer one
 ONNX node run by an InferenceSession (one session per graph, cached).
 
-Inference only (`backward` unsupported); its CPU kernels exist for float only (`float64`
-unsupported); no dropout between layers, no projection.
+Inference only (`backward` unsupported); its CPU kernels exist for float only (`float64`,
+`float16` and `bfloat16` unsupported); no dropout between layers, no projection.
 """
 from functools import lru_cache
 
@@ -38,5 +38,5 @@ class GRU(RuntimeLayers):
 
 IMPLEMENTATION = Implementation(
     name="onnxruntime-ops", kinds={"rnn": RNN, "lstm": LSTM, "gru": GRU},
-    unsupported=frozenset({"backward", "float64", "dropout", "proj_size"}),
+    unsupported=frozenset({"backward", "float64", "float16", "bfloat16", "dropout", "proj_size"}),
     description="onnxruntime CPU kernels running one RNN/LSTM/GRU node per layer")

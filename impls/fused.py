@@ -8,6 +8,9 @@ What makes it fast (measured against torch.nn on CPU, see docs/performance.md):
   a plain vectorised loop instead of a BLAS call, and a large batch split between threads,
   each running the whole time loop on its rows (no synchronisation per step);
 - weights are stored transposed (`_common.transposed_storage`), the layout every GEMM reads;
+- in float32, where torch links MKL, the recurrent weight is packed once per call into MKL's
+  internal GEMM layout (cblas_sgemm_pack), which every step's product then reads without
+  reordering it (at T=50 B=64 H=512, about a tenth off the forward);
 - backward is hand-written (a custom autograd.Function): one small GEMM per step, then the
   weight, bias and input gradients each as one GEMM over all time steps.
 

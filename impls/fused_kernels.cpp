@@ -5,7 +5,8 @@
 //   forward:  the input projection of every time step is one GEMM before the loop ("premul");
 //             the loop does one small GEMM per step (h_{t-1} @ W_hh^T) and the gate arithmetic
 //             in place in the premul buffer. Every GEMM reads its weight transposed and
-//             row-major, the layout fused.py stores its parameters in.
+//             row-major, the layout fused.py stores its parameters in; in float32 with MKL the
+//             per-step product reads W_hh packed once per call (StepWeight).
 //   backward: the loop does one small GEMM per step (dgates_t @ W_hh); the weight gradients,
 //             bias gradients and the input gradient are each one GEMM (or sum) over all steps.
 // Small per-step products (batch 1 or 2) skip ATen's dispatcher and BLAS call overhead and run
@@ -22,6 +23,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -166,6 +168,61 @@ void matmul(T* out, const T* a, const T* b, int64_t rows, int64_t inner, int64_t
     }
   }
 }
+
+// MKL's packed GEMM (cblas_sgemm_pack/compute), which torch's MKL builds export: the weight a
+// step multiplies is reordered once into the layout MKL's kernel reads, instead of on every
+// call. Weak, so the extension loads where torch has no MKL, and the plain BLAS call is used.
+// The enum arguments are C enums (int); the values are CBLAS's.
+extern "C" {
+size_t cblas_sgemm_pack_get_size(int identifier, int m, int n, int k) __attribute__((weak));
+void cblas_sgemm_pack(int layout, int identifier, int trans, int m, int n, int k, float alpha,
+                      const float* src, int ld, float* dest) __attribute__((weak));
+void cblas_sgemm_compute(int layout, int transa, int transb, int m, int n, int k, const float* a,
+                         int lda, const float* b, int ldb, float beta, float* c, int ldc)
+    __attribute__((weak));
+}
+constexpr int kCblasRowMajor = 101, kCblasNoTrans = 111, kCblasPacked = 151, kCblasBMatrix = 162;
+
+// out (rows, cols) (+)= a (rows, inner) @ b (inner, cols), the product every time step does
+// with the same b. In float32 with MKL, b is packed when this is made and every multiply reads
+// the packed copy. Made by the thread that multiplies: MKL's packed layout depends on the
+// number of threads it packs with, which must be the number it computes with.
+template <typename T>
+class StepWeight {
+ public:
+  StepWeight(const T* b, int64_t rows, int64_t inner, int64_t cols)
+      : b_(b), rows_(rows), inner_(inner), cols_(cols) {
+    if constexpr (std::is_same_v<T, float>) {
+      constexpr int64_t kMax = std::numeric_limits<int>::max();
+      if (rows <= kSmallRows || !cblas_sgemm_pack || !cblas_sgemm_compute ||
+          !cblas_sgemm_pack_get_size || rows > kMax || inner > kMax || cols > kMax) {
+        return;
+      }
+      const size_t bytes = cblas_sgemm_pack_get_size(kCblasBMatrix, rows, cols, inner);
+      packed_ = at::empty({static_cast<int64_t>(bytes)}, at::TensorOptions().dtype(at::kByte));
+      cblas_sgemm_pack(kCblasRowMajor, kCblasBMatrix, kCblasNoTrans, rows, cols, inner, 1.0f, b,
+                       cols, packed());
+    }
+  }
+
+  void multiply(T* out, const T* a, bool accumulate) const {
+    if constexpr (std::is_same_v<T, float>) {
+      if (packed_.defined()) {
+        cblas_sgemm_compute(kCblasRowMajor, kCblasNoTrans, kCblasPacked, rows_, cols_, inner_, a,
+                            inner_, packed(), cols_, accumulate ? 1.0f : 0.0f, out, cols_);
+        return;
+      }
+    }
+    matmul(out, a, b_, rows_, inner_, cols_, accumulate);
+  }
+
+ private:
+  float* packed() const { return reinterpret_cast<float*>(packed_.data_ptr()); }
+
+  const T* b_;
+  int64_t rows_, inner_, cols_;
+  Tensor packed_;
+};
 
 // Rows of the batch a thread gets at least before the batch is split between threads.
 constexpr int64_t kMinRowsPerThread = 8;
@@ -420,6 +477,7 @@ std::vector<Tensor> forward(const std::string& family_name, const Tensor& x_in,
     // The time loop over rows [b0, b1) of the batch (each row's recurrence is independent).
     auto run_rows = [&](int64_t b0, int64_t b1) {
       const int64_t n = b1 - b0;
+      const StepWeight<T> recurrent(whh, n, P, G);
       for (int64_t s = 0; s < T_; ++s) {
         const int64_t t = L.time(s), tp = L.previous(s);
         const T* h_prev = (tp < 0 ? h0p : outp + tp * B * P) + b0 * P;
@@ -429,11 +487,11 @@ std::vector<Tensor> forward(const std::string& family_name, const Tensor& x_in,
         const bool from_zero = s == 0 && state.empty();
         switch (L.family) {
           case Family::kRnn:
-            if (!from_zero) matmul(g, h_prev, whh, n, P, G, /*accumulate=*/true);
+            if (!from_zero) recurrent.multiply(g, h_prev, /*accumulate=*/true);
             elman_step(g, n * H, L.relu);
             break;
           case Family::kLstm: {
-            if (!from_zero) matmul(g, h_prev, whh, n, P, G, /*accumulate=*/true);
+            if (!from_zero) recurrent.multiply(g, h_prev, /*accumulate=*/true);
             T* cellp = cells.data_ptr<T>();
             const T* c_prev = (tp < 0 ? c0.data_ptr<T>() : cellp + tp * B * H) + b0 * H;
             T* h_cell = hidden.data_ptr<T>() + (t * B + b0) * H;
@@ -446,7 +504,7 @@ std::vector<Tensor> forward(const std::string& family_name, const Tensor& x_in,
             if (from_zero) {
               std::fill(ghp, ghp + n * G, T(0));
             } else {
-              matmul(ghp, h_prev, whh, n, P, G, /*accumulate=*/false);
+              recurrent.multiply(ghp, h_prev, /*accumulate=*/false);
             }
             gru_step(g, ghp, b_hh_c.data_ptr<T>(), h_prev, h,
                      gh_n.data_ptr<T>() + ((keep ? t : 0) * B + b0) * H, n, H);
@@ -597,6 +655,7 @@ std::vector<Tensor> backward(const std::string& family_name, const Tensor& grad_
     const T* whh = w_hh_c.data_ptr<T>();
     auto run_rows = [&](int64_t b0, int64_t b1) {
       const int64_t n = b1 - b0;
+      const StepWeight<T> recurrent(whh, n, G, P);
       T* dh_rows = dhp + b0 * P;
       for (int64_t s = T_ - 1; s >= 0; --s) {
         const int64_t t = L.time(s), tp = L.previous(s);
@@ -606,7 +665,7 @@ std::vector<Tensor> backward(const std::string& family_name, const Tensor& grad_
         switch (L.family) {
           case Family::kRnn:
             elman_step_back(dh_rows, outp + (t * B + b0) * H, dg, n * H, L.relu);
-            matmul(dh_rows, dg, whh, n, G, P, /*accumulate=*/false);
+            recurrent.multiply(dh_rows, dg, /*accumulate=*/false);
             break;
           case Family::kLstm: {
             const T* cellp = saved[1].data_ptr<T>();
@@ -619,7 +678,7 @@ std::vector<Tensor> backward(const std::string& family_name, const Tensor& grad_
             const T* c_prev = (tp < 0 ? c0.data_ptr<T>() : cellp + tp * B * H) + b0 * H;
             lstm_step_back(saved[0].data_ptr<T>() + (t * B + b0) * G, cellp + (t * B + b0) * H,
                            c_prev, dh_cell, dc.data_ptr<T>() + b0 * H, dg, n, H);
-            matmul(dh_rows, dg, whh, n, G, P, /*accumulate=*/false);
+            recurrent.multiply(dh_rows, dg, /*accumulate=*/false);
             break;
           }
           case Family::kGru: {
@@ -627,7 +686,7 @@ std::vector<Tensor> backward(const std::string& family_name, const Tensor& grad_
             const T* h_prev = (tp < 0 ? h0.data_ptr<T>() : outp + tp * B * H) + b0 * H;
             gru_step_back(saved[0].data_ptr<T>() + (t * B + b0) * G,
                           saved[1].data_ptr<T>() + (t * B + b0) * H, h_prev, dh_rows, dg, dgh, n, H);
-            matmul(dh_rows, dgh, whh, n, G, P, /*accumulate=*/true);
+            recurrent.multiply(dh_rows, dgh, /*accumulate=*/true);
             break;
           }
         }

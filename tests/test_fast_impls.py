@@ -76,7 +76,9 @@ def run(module, cfg, inputs):
     hx = None if not state else tuple(state) if cfg.family == "lstm" else state[0]
     outputs = flatten(module(x, hx))
     weights = torch.Generator().manual_seed(1)
-    loss = sum((out * torch.randn(out.shape, generator=weights, dtype=out.dtype)).sum()
+    # Drawn in float64 whatever the output's dtype, so that every dtype gets the same loss.
+    loss = sum((out * torch.randn(out.shape, generator=weights, dtype=torch.float64)
+                .to(out.dtype)).sum()
                for out in outputs)
     grads = torch.autograd.grad(loss, [x, *state, *module.parameters()])
     return outputs, grads
@@ -89,24 +91,34 @@ def make_inputs(cfg, batch, steps, h0, dtype=torch.float64):
     return x, [torch.randn(shapes[name], dtype=dtype) for name in names] if h0 else []
 
 
-def assert_matches_native(impl, row):
+def assert_matches_native(impl, row, dtype="float64"):
+    """`impl` in `dtype` against torch.nn in float64 on the same parameters and inputs, within
+    the spec's tolerance for `dtype`."""
     cfg, batch, steps, h0 = row
     torch.manual_seed(0)
     native = NATIVE[cfg.kind](**cfg.constructor_kwargs(), dtype=torch.float64)
-    module = impl.constructor(cfg.kind)(**cfg.constructor_kwargs(), dtype=torch.float64)
+    module = impl.constructor(cfg.kind)(**cfg.constructor_kwargs(), dtype=getattr(torch, dtype))
     assert [name for name, _ in module.named_parameters()] == list(param_shapes(cfg))
     module.load_state_dict(native.state_dict())
     inputs = make_inputs(cfg, batch, steps, h0)
     expected_out, expected_grads = run(native, cfg, inputs)
-    actual_out, actual_grads = run(module, cfg, inputs)
+    actual_out, actual_grads = run(module, cfg, [make_inputs_as(t, dtype) for t in inputs])
     layers = 1 if cfg.is_cell else cfg.num_layers
     for kind, actual, expected in (("output", actual_out, expected_out),
                                    ("gradient", actual_grads, expected_grads)):
-        tol = tolerance("float64", steps, layers, gradient=kind == "gradient")
+        tol = tolerance(dtype, steps, layers, gradient=kind == "gradient")
         assert len(actual) == len(expected)
         for index, (a, e) in enumerate(zip(actual, expected)):
             assert a.shape == e.shape, f"{kind} {index}: shape {tuple(a.shape)}, not {tuple(e.shape)}"
-            assert tol.excess(a.detach(), e.detach()) <= 1, f"{kind} {index} differs beyond {tol}"
+            assert tol.excess(a.detach().double(), e.detach()) <= 1, \
+                f"{kind} {index} differs beyond {tol}"
+
+
+def make_inputs_as(inputs, dtype):
+    """The input or the list of state tensors, in `dtype`."""
+    if isinstance(inputs, torch.Tensor):
+        return inputs.to(getattr(torch, dtype))
+    return [t.to(getattr(torch, dtype)) for t in inputs]
 
 
 @pytest.mark.parametrize("row", ROWS, ids=row_id)
@@ -131,6 +143,22 @@ def test_fused_batch_split_between_threads_matches_torch_nn(kind):
         assert_matches_native(impl, (Config(kind, 3, 5, bidirectional=True, **options), 20, 4, True))
     finally:
         torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("kind", ["rnn", "lstm", "gru"])
+def test_fused_float32_step_products_match_torch_nn(kind, threads):
+    # In float32 the product every step does reads a weight packed for MKL (when torch has
+    # MKL): on one thread one packed copy for the whole batch, on two one per half.
+    impl = implementation("fused")
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        options = {"proj_size": 5} if kind == "lstm" else {}
+        row = (Config(kind, 6, 9, num_layers=2, bidirectional=True, **options), 20, 7, True)
+        assert_matches_native(impl, row, dtype="float32")
+    finally:
+        torch.set_num_threads(previous)
 
 
 @pytest.mark.parametrize("row", COMPILE_ROWS, ids=row_id)

@@ -107,7 +107,7 @@ def test_cli_exit_code(target, kind, exit_code, tmp_path):
     assert (summary["failed"] + summary["error"] > 0) == (exit_code == 1)
 
 
-def test_catalogue_covers_the_issue():
+def test_catalogue_plants_enough_bugs_with_named_diagnoses():
     planted = catalogue.PLANTED
     assert len(planted) >= 25 and len(catalogue.CORRECT) >= 3
     assert sum(row.diagnosis is not None for row in planted) >= 20

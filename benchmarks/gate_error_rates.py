@@ -103,11 +103,13 @@ def error_rates(docs: list[dict], impl_name: str, fractions, gate) -> dict:
 def _only(doc: dict, name: str, as_name: str, path: Path) -> Path:
     """`doc` with only `name`'s results, renamed `as_name`, and the baseline's (the gate judges
     the others relative to it), written to `path`."""
+    from rnnbench.benchmarks.result import BenchResult
     from rnnbench.documents import BASELINE
 
-    results = [{**r, "impl": as_name} if r["impl"] == name else r for r in doc["results"]
-               if r["impl"] in (name, BASELINE)]
-    path.write_text(json.dumps({**doc, "results": results}))
+    results = [BenchResult.from_json(r) for r in doc["results"]]
+    kept = [dataclasses.replace(r, impl=as_name) if r.impl == name else r for r in results
+            if r.impl in (name, BASELINE)]
+    path.write_text(json.dumps({**doc, "results": [r.to_json() for r in kept]}))
     return path
 
 

@@ -1,6 +1,7 @@
 """Run implementations side by side on workloads and produce the `rnnbench.bench/2` document.
 
-Every (implementation, workload, metric) gets exactly one result with a status:
+Every (implementation, workload, metric) gets exactly one result (a `BenchResult`, written as
+its `to_json`) with a status:
 "ok" (timed), "unavailable" (the implementation cannot run here: its own reason, or no GPU),
 "not_supported" (it lacks the kind or a feature the workload needs, e.g. float64 or backward),
 or "failed" (construction, the first call or a timed call raised; the reason says which).
@@ -24,6 +25,7 @@ import torch
 from rnnbench.benchmarks.machine import load_average, machine_check, measure_usage
 from rnnbench.benchmarks.noise import NOISY_IQR_FRACTION, is_noisy, ratio_interval, verdict
 from rnnbench.benchmarks.precheck import PRECHECK_BATCH, PRECHECK_STEPS, forward_conformance
+from rnnbench.benchmarks.result import BenchResult, vs_native
 from rnnbench.benchmarks.tasks import Task, build_task
 from rnnbench.benchmarks.timing import (RepeatPolicy, gemm_peak, measure, measure_interleaved,
                                         peak_memory_bytes, pinned_threads, sample_summary, synchronizer,
@@ -143,7 +145,7 @@ def run_benchmarks(impls: Iterable[Implementation], workloads: Iterable[Workload
             policy = RepeatPolicy(min_repeats=workload.min_repeats, budget_s=budget_s or workload.budget_s)
             _time(ready, peak and peak["gflops"], policy,
                   _counter(progress, len(doc["results"]), total))
-        doc["results"] += list(ready.results.values())
+        doc["results"] += [result.to_json() for result in ready.results.values()]
         doc["peaks"] = list(peaks.values())
         if checkpoint:
             checkpoint(doc)
@@ -177,7 +179,7 @@ class Prepared:
 
     workload: Workload
     device: str
-    results: dict[tuple[str, str], dict]
+    results: dict[tuple[str, str], BenchResult]
     tasks: dict[str, Task]
     calls: dict[str, dict[str, Callable[[], object]]] = field(default_factory=dict)
 
@@ -200,13 +202,13 @@ def _prepare(impls: list[Implementation], workload: Workload, device: str, seed:
         except Exception as exc:  # a broken constructor is the implementation's result
             _mark(results, impl.name, workload.metrics, "failed", f"construction: {one_line(exc)}")
             for metric in workload.metrics:
-                results[impl.name, metric]["conformance_note"] = "not checked: construction failed"
+                results[impl.name, metric].conformance_note = "not checked: construction failed"
             continue
         report(0, f"{workload.name} pre-check of {impl.name}")
         conformance = forward_conformance(impl, workload, device, seed)
         for metric in workload.metrics:
-            results[impl.name, metric].update(conforms=conformance.conforms,
-                                              conformance_note=conformance.note or None)
+            results[impl.name, metric].conforms = conformance.conforms
+            results[impl.name, metric].conformance_note = conformance.note or None
     by_name = {impl.name: impl for impl in impls}
     sync = synchronizer(device)
     for metric in workload.metrics:
@@ -221,11 +223,11 @@ def _prepare(impls: list[Implementation], workload: Workload, device: str, seed:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 try:
-                    result["first_call_s"] = measure(task.steps[metric], sync)
+                    result.first_call_s = measure(task.steps[metric], sync)
                     ready.calls[metric][name] = task.steps[metric]
                 except Exception as exc:
                     _mark(results, name, [metric], "failed", f"first call: {one_line(exc)}")
-            result["warnings"] = _first_lines(caught)
+            result.warnings = _first_lines(caught)
     return ready
 
 
@@ -254,7 +256,7 @@ def _time_metric(ready: Prepared, metric: str, peak: float | None, policy: Repea
                 calls[name] = call
             except Exception as exc:
                 _mark(results, name, [metric], "failed", f"warm-up: {one_line(exc)}")
-        result["warnings"] = _first_lines(caught, result["warnings"])
+        result.warnings = _first_lines(caught, result.warnings)
     with warnings.catch_warnings():
         # Recorded from the first call and warm-up; repeating them would flood the output.
         warnings.simplefilter("ignore")
@@ -270,11 +272,11 @@ def _time_metric(ready: Prepared, metric: str, peak: float | None, policy: Repea
             except Exception as exc:
                 _mark(results, name, [metric], "failed", f"memory call: {one_line(exc)}")
                 continue
-            results[name, metric].update(
-                _numbers(ready.workload, metric, sample_summary(samples[name], numbers[name]), peak,
-                         memory, ready.tasks[name].solver_stats()), threads=used)
+            _record(results[name, metric], ready.workload,
+                    sample_summary(samples[name], numbers[name]), peak, memory,
+                    ready.tasks[name].solver_stats(), used)
             if used != pinned:
-                results[name, metric]["warnings"].append(
+                results[name, metric].warnings.append(
                     f"torch's thread count changed from {pinned} to {used} while timed")
     torch.set_num_threads(pinned)
 
@@ -285,69 +287,56 @@ def _first_lines(caught, earlier: list[str] = ()) -> list[str]:
     return list(lines)[:MAX_WARNINGS]
 
 
-def _numbers(workload: Workload, metric: str, summary, peak: float | None, memory: int | None,
-             solver: dict | None) -> dict:
-    flops = workload.flops(metric)
-    flops_recurrent = workload.flops(metric, input_gemm=False)
-    gflops = flops / summary.median_s / 1e9 if flops is not None else None
+def _record(result: BenchResult, workload: Workload, summary, peak: float | None,
+            memory: int | None, solver: dict | None, threads: int) -> None:
+    """Fill in a timed result: the samples' summary and the numbers derived from it."""
+    result.status = "ok"
+    result.threads = threads
+    result.median_s, result.iqr_s = summary.median_s, summary.iqr_s
+    result.samples_s = list(summary.samples_s)
+    result.noisy = is_noisy(summary.median_s, summary.iqr_s)
+    result.repeats, result.number = summary.repeats, summary.number
+    if result.flops is not None:
+        result.gflops = result.flops / summary.median_s / 1e9
+    if result.flops_no_input_gemm is not None:
+        result.gflops_no_input_gemm = result.flops_no_input_gemm / summary.median_s / 1e9
+    result.peak_gflops = peak
     fp32 = workload.dtype == "float32"
-    return {
-        "status": "ok",
-        "median_s": summary.median_s,
-        "iqr_s": summary.iqr_s,
-        "samples_s": list(summary.samples_s),
-        "noisy": is_noisy(summary.median_s, summary.iqr_s),
-        "repeats": summary.repeats,
-        "number": summary.number,
-        "flops": flops,
-        "flops_no_input_gemm": flops_recurrent,
-        "gflops": gflops,
-        "gflops_no_input_gemm": (flops_recurrent / summary.median_s / 1e9
-                                 if flops_recurrent is not None else None),
-        "peak_gflops": peak,
-        "peak_fraction": gflops / peak if gflops is not None and peak and fp32 else None,
-        "tokens_per_s": workload.tokens / summary.median_s,
-        "peak_mem_bytes": memory,
-        "solver": solver,
-    }
+    result.peak_fraction = (result.gflops / peak if result.gflops is not None and peak and fp32
+                            else None)
+    result.tokens_per_s = workload.tokens / summary.median_s
+    result.peak_mem_bytes = memory
+    result.solver = solver
 
 
-def _ratios(results: dict) -> None:
-    """vs_native, its interval and verdict, for results that ran, as the baseline did, and
-    conform, as the baseline does (a ratio to or of wrong numbers is no speed-up)."""
+def _ratios(results: dict[tuple[str, str], BenchResult]) -> None:
+    """vs_native, its interval and verdict, for every result with a speed-up over the
+    baseline's result on the same metric."""
     for (name, metric), result in results.items():
         base = results.get((BASELINE, metric))
-        if not (result["status"] == "ok" and base and base["status"] == "ok"):
+        result.vs_native = vs_native(result, base)
+        if result.vs_native is None:
             continue
-        if result["conforms"] is False or base["conforms"] is False:
-            continue
-        result["vs_native"] = base["median_s"] / result["median_s"]
-        interval = ratio_interval([(base["samples_s"], result["samples_s"])])
-        result["vs_native_ci"] = None if interval is None else list(interval)
-        result["vs_native_verdict"] = verdict(interval)
+        interval = ratio_interval([(base.samples_s, result.samples_s)])
+        result.vs_native_ci = interval
+        result.vs_native_verdict = verdict(interval)
 
 
-def _result(impl: Implementation, workload: Workload, device: str, metric: str) -> dict:
-    """A result with every field present; timing fields stay None unless the status is ok."""
-    return {
-        "impl": impl.name, "kind": workload.kind, "workload": workload.name,
-        "device": torch.device(device).type, "dtype": workload.dtype,
-        "threads": torch.get_num_threads(), "batch": workload.batch, "steps": workload.steps,
-        "metric": metric, "status": None, "reason": None,
-        "conforms": None, "conformance_note": "not checked: not timed",
-        "median_s": None, "iqr_s": None, "samples_s": [], "noisy": None, "repeats": 0,
-        "number": None, "first_call_s": None,
-        "flops": workload.flops(metric), "flops_no_input_gemm": workload.flops(metric, input_gemm=False),
-        "gflops": None, "gflops_no_input_gemm": None, "peak_gflops": None, "peak_fraction": None,
-        "vs_native": None, "vs_native_ci": None, "vs_native_verdict": None,
-        "tokens_per_s": None, "peak_mem_bytes": None, "solver": None,
-        "warnings": [],
-    }
+def _result(impl: Implementation, workload: Workload, device: str, metric: str) -> BenchResult:
+    """A result not measured yet: its labels, and the FLOPs its workload and metric count."""
+    return BenchResult(
+        impl=impl.name, kind=workload.kind, workload=workload.name,
+        device=torch.device(device).type, dtype=workload.dtype,
+        threads=torch.get_num_threads(), batch=workload.batch, steps=workload.steps,
+        metric=metric, conformance_note="not checked: not timed",
+        flops=workload.flops(metric), flops_no_input_gemm=workload.flops(metric, input_gemm=False))
 
 
-def _mark(results: dict, name: str, metrics, status: str, reason: str) -> None:
+def _mark(results: dict[tuple[str, str], BenchResult], name: str, metrics, status: str,
+          reason: str) -> None:
     for metric in metrics:
-        results[name, metric].update(status=status, reason=reason)
+        results[name, metric].status = status
+        results[name, metric].reason = reason
 
 
 def availability(impl: Implementation, workload: Workload, device: str) -> tuple[str, str] | None:

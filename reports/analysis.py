@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from rnnbench.benchmarks.result import vs_native
 from rnnbench.reports.records import Check, Timing
 from rnnbench.documents import BASELINE, OUTCOMES
 
@@ -42,12 +43,13 @@ def comparison_group(t: Timing) -> tuple:
 
 
 def speedups(timings: Iterable[Timing]) -> dict[tuple, float]:
-    """(comparison group, impl) -> baseline median / impl median (> 1 means faster), for the
-    timed results that conform, in groups whose baseline conforms."""
-    timings = [t for t in timings if t.status == "ok" and t.median_s and t.conforms is not False]
-    baseline = {comparison_group(t): t.median_s for t in timings if t.impl == BASELINE}
-    return {(comparison_group(t), t.impl): baseline[comparison_group(t)] / t.median_s
-            for t in timings if comparison_group(t) in baseline}
+    """(comparison group, impl) -> its vs_native over the baseline's timing in the group, for
+    the timings that have one."""
+    timings = list(timings)
+    baseline = {comparison_group(t): t for t in timings if t.impl == BASELINE}
+    found = {(comparison_group(t), t.impl): vs_native(t, baseline.get(comparison_group(t)))
+             for t in timings}
+    return {key: ratio for key, ratio in found.items() if ratio is not None}
 
 
 def speedup_of(table: dict[tuple, float], t: Timing) -> float | None:
@@ -84,7 +86,7 @@ def ratio_of(table: dict[tuple, float], t: Timing) -> Ratio | None:
     value = speedup_of(table, t)
     if value is None:
         return None
-    return Ratio(value, t.ratio_ci, t.ratio_verdict or interval_verdict(t.ratio_ci))
+    return Ratio(value, t.vs_native_ci, t.vs_native_verdict or interval_verdict(t.vs_native_ci))
 
 
 @dataclass(frozen=True)

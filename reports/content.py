@@ -263,8 +263,8 @@ def _bench_rows(run: runs.Run, sources: list[Source], results: Results) -> list[
     for source in sources:
         timings = [t for t in results.timings if t.source == source]
         timed = [t for t in timings if t.status == "ok"]
-        repeats = sorted({int(t.numbers["repeats"]) for t in timed if "repeats" in t.numbers})
-        threads = _joined([*(int(t.numbers["threads"]) for t in timed if "threads" in t.numbers)]
+        repeats = sorted({t.repeats for t in timed if t.repeats})
+        threads = _joined([*(t.threads for t in timed if t.threads is not None)]
                           or [source.settings.get("threads"), source.environment.get("threads")])
         budget = source.settings.get("budget_s")
         check = source.machine_check
@@ -406,7 +406,6 @@ def _performance(results: Results) -> Section:
 
 
 def _timing_row(t: Timing, speedups: dict, varying: dict[str, bool]) -> list[str]:
-    n = t.numbers
     if t.impl == BASELINE and analysis.speedup_of(speedups, t) is not None:
         vs = "baseline"
     elif t.conforms is False:
@@ -415,12 +414,11 @@ def _timing_row(t: Timing, speedups: dict, varying: dict[str, bool]) -> list[str
         vs = ratio_text(analysis.ratio_of(speedups, t))
     status = t.status if not t.reason else f"{t.status}: {t.reason}"
     optional = {"run": runs.run_of(t.source).label(), "from": t.source.format}
-    threads = n.get("threads")
     return ([t.impl] + [optional[name] for name, shown in varying.items() if shown]
-            + [t.device, t.dtype, t.metric, seconds(n.get("median_s")), seconds(n.get("iqr_s")),
-               vs, _fixed(n.get("gflops"), "{:.3g}"), _percent_of(n.get("peak_fraction")),
-               seconds(n.get("first_call_s")), binary_bytes(n.get("peak_mem_bytes")),
-               "" if threads is None else f"{threads:g}", _timing_notes(t), status])
+            + [t.device, t.dtype, t.metric, seconds(t.median_s), seconds(t.iqr_s),
+               vs, _fixed(t.gflops, "{:.3g}"), _percent_of(t.peak_fraction),
+               seconds(t.first_call_s), binary_bytes(t.peak_mem_bytes),
+               "" if t.threads is None else f"{t.threads:g}", _timing_notes(t), status])
 
 
 def _timing_notes(t: Timing) -> str:

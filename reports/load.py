@@ -22,10 +22,10 @@ import math
 import os
 from pathlib import Path
 
+from rnnbench.benchmarks.result import MEASURED, InvalidResult
 from rnnbench.errors import UsageError
-from rnnbench.reports.records import (NUMBER_FIELDS, SIZE_FIELDS, Check, Duplicate, Results, Source,
-                                    Timing, Unplaced)
-from rnnbench.documents import (BENCH_SCHEMA, BENCH_SCHEMAS, CONFORMANCE_SCHEMA, OUTCOMES, STATUSES,
+from rnnbench.reports.records import SIZE_FIELDS, Check, Duplicate, Results, Source, Timing, Unplaced
+from rnnbench.documents import (BENCH_SCHEMA, BENCH_SCHEMAS, CONFORMANCE_SCHEMA, OUTCOMES,
                               read_json)
 
 ASV_RESULTS_VERSION = 2          # asv 0.6's results file format
@@ -38,8 +38,6 @@ _ASV_TRACKED = {"first_call_s": "first_call_s", "first_call": "first_call_s",
                 "tokens_per_s": "tokens_per_s", "peak_fraction": "peak_fraction",
                 "gflops": "gflops"}
 _LABEL_FIELDS = ("kind", "device", "dtype")
-# bench/2's verdicts on a speed-up's interval.
-RATIO_VERDICTS = ("faster", "slower", "within_noise")
 
 
 class _Skip(Exception):
@@ -181,8 +179,8 @@ def _load_bench(path: Path, data: dict) -> Results:
         try:
             workload = workloads.get(item.get("workload"), {}) if isinstance(item, dict) else {}
             values = {**_dict_or_empty(workload.get("config")), **workload, **item}
-            results.timings.append(_timing(source, item, values))
-        except _Skip as exc:
+            results.timings.append(Timing.from_json(item, source=source, sizes=_sizes(values)))
+        except InvalidResult as exc:
             results.unplaced.append(Unplaced(source, f"results[{i}]", str(exc), _brief(item)))
     return results
 
@@ -194,41 +192,21 @@ def _bench_settings(data: dict) -> dict:
             if data.get(name) is not None}
 
 
-def _timing(source: Source, labels: dict, values: dict, *, numbers: dict | None = None) -> Timing:
-    """A Timing from a dict of labels (impl, workload, metric, ...) and one of values."""
-    status = str(labels.get("status") or values.get("status") or "ok")
-    if status not in STATUSES:
-        raise _Skip(f"unknown status {status!r} (known: {', '.join(STATUSES)})")
-    numbers = dict(numbers or {})
-    for name in NUMBER_FIELDS:
-        if name not in numbers and _is_number(values.get(name)):
-            numbers[name] = float(values[name])
-    if status == "ok" and not numbers:
-        raise _Skip("status ok but no numbers (median_s, ...)")
-    sizes = {name: values[name] for name in SIZE_FIELDS if _is_number(values.get(name))}
-    return Timing(source=source, impl=_required_str(labels, "impl"),
-                  workload=_required_str(labels, "workload"),
-                  metric=_required_str(labels, "metric"),
-                  **{name: str(labels.get(name) or "") for name in _LABEL_FIELDS},
-                  status=status, reason=str(values.get("reason") or ""),
-                  numbers=numbers, sizes=sizes, **_judgements(values))
+def _timing(source: Source, labels: dict, values: dict, *, numbers: dict) -> Timing:
+    """A Timing from another tool's entry: a dict of labels (impl, workload, metric, ...), one
+    of values (status, reason, sizes, numbers) and the numbers read from the tool's own
+    fields, put as a bench document holds a result."""
+    entry = {name: labels.get(name) for name in ("impl", "workload", "metric")}
+    entry.update({name: str(labels.get(name) or "") for name in _LABEL_FIELDS})
+    entry.update(status=str(labels.get("status") or values.get("status") or "ok"),
+                 reason=str(values.get("reason") or ""))
+    entry.update({name: values[name] for name in MEASURED if _is_number(values.get(name))})
+    entry.update(numbers)
+    return Timing.from_json(entry, source=source, sizes=_sizes(values))
 
 
-def _judgements(values: dict) -> dict:
-    """bench/2's interval, verdict, noisy flag and conformance of a result, where present."""
-    found = {}
-    interval = values.get("vs_native_ci")
-    if (isinstance(interval, list) and len(interval) == 2 and all(map(_is_number, interval))
-            and 0 < interval[0] <= interval[1]):
-        found["ratio_ci"] = (float(interval[0]), float(interval[1]))
-    if values.get("vs_native_verdict") in RATIO_VERDICTS:
-        found["ratio_verdict"] = values["vs_native_verdict"]
-    for name in ("noisy", "conforms"):
-        if isinstance(values.get(name), bool):
-            found[name] = values[name]
-    if values.get("conformance_note"):
-        found["conformance_note"] = str(values["conformance_note"])
-    return found
+def _sizes(values: dict) -> dict:
+    return {name: values[name] for name in SIZE_FIELDS if _is_number(values.get(name))}
 
 
 # --- pytest-benchmark ---------------------------------------------------------------------
@@ -272,7 +250,7 @@ def _load_pytest_benchmark(path: Path, data: dict) -> Results:
                        (("median_s", "median"), ("iqr_s", "iqr"), ("repeats", "rounds"))
                        if _is_number(stats.get(key))}
             results.timings.append(_timing(source, labels, labels, numbers=numbers))
-        except _Skip as exc:
+        except (_Skip, InvalidResult) as exc:
             results.unplaced.append(Unplaced(source, where, str(exc), _brief(bench)))
     return results
 
@@ -310,13 +288,13 @@ def _load_asv(path: Path, data: dict) -> Results:
     # time_, peakmem_ and track_ benchmarks of one (impl, workload, metric) make one Timing.
     for labels, values_list in parts.items():
         labels = dict(labels)
-        numbers = {k: v for values in values_list for k, v in values.items() if k in NUMBER_FIELDS}
+        numbers = {k: v for values in values_list for k, v in values.items() if k in MEASURED}
         failures = [values for values in values_list if values.get("status") != "ok"]
         # A failed peakmem_ beside a good time_ still leaves a timing; without one, say why.
         status = failures[0] if failures and "median_s" not in numbers else {"status": "ok"}
         try:
             results.timings.append(_timing(source, {**labels, **status}, status, numbers=numbers))
-        except _Skip as exc:
+        except InvalidResult as exc:
             results.unplaced.append(Unplaced(source, _brief(labels), str(exc), _brief(values_list)))
     return results
 

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rnnbench.benchmarks.result import BenchResult
+
 # Sizes a timing may carry; the scaling curves vary one of them with the others fixed.
 SIZE_FIELDS = ("steps", "batch", "input_size", "hidden_size", "num_layers")
-# Numbers a timing may carry, in the units the bench schema uses.
-NUMBER_FIELDS = ("median_s", "iqr_s", "repeats", "gflops", "peak_fraction", "first_call_s",
-                 "tokens_per_s", "peak_mem_bytes", "threads")
 
 
 @dataclass(frozen=True)
@@ -68,36 +67,14 @@ class Check:
     numbers: dict = field(default_factory=dict, compare=False, hash=False)
 
 
-@dataclass(frozen=True)
-class Timing:
-    """One performance result: an implementation on a workload, one metric."""
+@dataclass(kw_only=True)
+class Timing(BenchResult):
+    """One performance result as the report has it: a `BenchResult` (from a bench document,
+    or made from a pytest-benchmark or asv entry) and the file it came from."""
 
     source: Source
-    impl: str
-    workload: str
-    metric: str
-    kind: str = ""
-    device: str = ""
-    dtype: str = ""
-    status: str = "ok"
-    reason: str = ""
-    numbers: dict = field(default_factory=dict, compare=False, hash=False)  # NUMBER_FIELDS
-    sizes: dict = field(default_factory=dict, compare=False, hash=False)    # SIZE_FIELDS
-    # What bench/2 adds: the 95% interval of the speed-up over the baseline and its verdict
-    # ("faster", "slower", "within_noise"), the noisy flag, and whether the numbers conform.
-    ratio_ci: tuple[float, float] | None = None
-    ratio_verdict: str | None = None
-    noisy: bool | None = None
-    conforms: bool | None = None
-    conformance_note: str = ""
-
-    @property
-    def median_s(self) -> float | None:
-        return self.numbers.get("median_s")
-
-    @property
-    def iqr_s(self) -> float | None:
-        return self.numbers.get("iqr_s")
+    # The sizes the result was measured at (SIZE_FIELDS), its workload's where it has them.
+    sizes: dict = field(default_factory=dict)
 
     def key(self) -> tuple:
         """What makes two timings the same measurement (e.g. in two runs of one machine)."""

@@ -35,7 +35,7 @@ from tabulate import tabulate
 from rnnbench.errors import UsageError
 from rnnbench.reports.records import Results, Timing
 from rnnbench.reports.units import percent, seconds
-from rnnbench.documents import BASELINE, read_json
+from rnnbench.documents import BASELINE
 
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_ALPHA = 0.01
@@ -87,18 +87,10 @@ def parse_threshold(text: str) -> float:
 
 
 def samples_of(results: Results) -> dict[tuple, list[float]]:
-    """The raw samples (`samples_s`) of every bench result of `results`' files, by Timing.key();
-    files of other formats, and bench documents written before samples were kept, give none."""
-    found = {}
-    for source in results.sources:
-        if source.format != "bench":
-            continue
-        for item in read_json(source.path).get("results") or []:
-            if isinstance(item, dict) and isinstance(item.get("samples_s"), list):
-                key = (item.get("impl"), *(str(item.get(name) or "") for name in
-                       ("kind", "workload", "device", "dtype")), item.get("metric"))
-                found[key] = item["samples_s"]
-    return found
+    """The raw samples (`samples_s`) of every timing of `results` that has them, by
+    Timing.key(); files of other formats, and bench documents written before samples were
+    kept, give none."""
+    return {t.key(): t.samples_s for t in results.timings if t.samples_s}
 
 
 def compare_runs(base: list[Timing], head: list[Timing], gate: Gate = Gate(),

@@ -578,7 +578,12 @@ def test_bench_marks_non_conforming_results(workload_file, tmp_path, monkeypatch
 
 
 def test_vs_native_cells_never_show_a_speed_up_that_is_not_one():
-    from rnnbench.commands.bench import vs_native
+    from rnnbench.benchmarks.result import BenchResult
+    from rnnbench.commands.bench import vs_native_cell
+
+    def vs_native(fields):
+        return vs_native_cell(BenchResult(workload="w", metric="forward", **fields))
+
     ok = {"status": "ok", "impl": "mine", "conforms": True, "vs_native": 1.3,
           "vs_native_ci": [1.2, 1.4], "vs_native_verdict": "faster"}
     assert vs_native(ok) == "1.30x (1.20-1.40)"

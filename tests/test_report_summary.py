@@ -322,7 +322,7 @@ def test_malformed_judgements_are_not_believed(tmp_path, extra):
 
     doc = bench2([result("native", 1e-3), result("fused", 0.5e-3, **extra)])
     fused = load_file(write(tmp_path / "b.json", doc)).timings[1]
-    assert (fused.ratio_ci, fused.ratio_verdict, fused.noisy) == (None, None, None)
+    assert (fused.vs_native_ci, fused.vs_native_verdict, fused.noisy) == (None, None, None)
 
 
 def test_a_malformed_declaration_is_unplaced_not_dropped(tmp_path):

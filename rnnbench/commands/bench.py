@@ -19,6 +19,7 @@ import textwrap
 from tabulate import tabulate
 
 from rnnbench.benchmarks.machine import busy_line
+from rnnbench.benchmarks.result import BenchResult
 from rnnbench.benchmarks.workloads import load_workloads, preset_names
 from rnnbench.errors import UsageError
 from rnnbench.progress import StepCounter
@@ -102,12 +103,13 @@ def run(args) -> int:
     progress.close()
     checkpoint(doc)
     print(render(doc))
-    counts = {status: sum(r["status"] == status for r in doc["results"]) for status in STATUSES}
+    results = [BenchResult.from_json(r) for r in doc["results"]]
+    counts = {status: sum(r.status == status for r in results) for status in STATUSES}
     summary = ", ".join(f"{n} {status}" for status, n in counts.items())
-    flags = {"non-conforming": sum(r.get("conforms") is False for r in doc["results"]),
-             "noisy": sum(bool(r.get("noisy")) for r in doc["results"]),
-             "within noise": sum(r.get("vs_native_verdict") == "within_noise"
-                                 for r in doc["results"] if r["impl"] != BASELINE)}
+    flags = {"non-conforming": sum(r.conforms is False for r in results),
+             "noisy": sum(bool(r.noisy) for r in results),
+             "within noise": sum(r.vs_native_verdict == "within_noise"
+                                 for r in results if r.impl != BASELINE)}
     summary += "".join(f", {n} {flag}" for flag, n in flags.items() if n)
     print(f"\n{summary}" + (f"; results written to {args.json}" if args.json else ""))
     return 1 if counts["failed"] else 0
@@ -139,10 +141,11 @@ def render(doc: dict) -> str:
     lines.append(f"torch {env['torch']} on {env['gpu'] or env['cpu']} ({env['cores']} cores); "
                  f"device {doc['device']}, {doc['threads']} thread{'s' * (doc['threads'] != 1)}")
     lines += [_peak_line(peak, check), ""]
-    timed = [r for r in doc["results"] if r["status"] in ("ok", "failed")]
+    results = [BenchResult.from_json(r) for r in doc["results"]]
+    timed = [r for r in results if r.status in ("ok", "failed")]
     for (workload, metric), group in _grouped(timed).items():
-        rows = [[r["impl"], _median(r), _iqr(r), vs_native(r), _number(r["gflops"], "{:.1f}"),
-                 _number(r["peak_fraction"], "{:.0%}"), _seconds(r["first_call_s"])]
+        rows = [[r.impl, _median(r), _iqr(r), vs_native_cell(r), _number(r.gflops, "{:.1f}"),
+                 _number(r.peak_fraction, "{:.0%}"), _seconds(r.first_call_s)]
                 for r in group]
         lines += [f"{workload}: {metric}",
                   tabulate(rows, headers=["impl", "median", "IQR", f"vs {BASELINE}", "GFLOP/s",
@@ -152,11 +155,11 @@ def render(doc: dict) -> str:
                   for note in notes]
         lines.append("")
     not_timed: dict[tuple, list[str]] = {}
-    for r in doc["results"]:
-        if r["status"] not in ("ok", "failed"):
-            names = not_timed.setdefault((r["impl"], r["status"], r["reason"]), [])
-            if r["workload"] not in names:
-                names.append(r["workload"])
+    for r in results:
+        if r.status not in ("ok", "failed"):
+            names = not_timed.setdefault((r.impl, r.status, r.reason), [])
+            if r.workload not in names:
+                names.append(r.workload)
     if not_timed:
         lines += ["", "not timed:"]
         lines += [f"  {impl}: {status.replace('_', ' ')}: {reason} ({', '.join(workloads)})"
@@ -172,40 +175,40 @@ def _peak_line(peak: float | None, check: dict) -> str:
     return f"measured fp32 GEMM peak {peak:.1f} GFLOP/s{spread}"
 
 
-def _grouped(results: list[dict]) -> dict[tuple[str, str], list[dict]]:
-    groups: dict[tuple[str, str], list[dict]] = {}
+def _grouped(results: list[BenchResult]) -> dict[tuple[str, str], list[BenchResult]]:
+    groups: dict[tuple[str, str], list[BenchResult]] = {}
     for r in results:
-        groups.setdefault((r["workload"], r["metric"]), []).append(r)
+        groups.setdefault((r.workload, r.metric), []).append(r)
     return groups
 
 
-def vs_native(result: dict) -> str:
+def vs_native_cell(result: BenchResult) -> str:
     """The ratio to the baseline as the table shows it: never a speed-up for a result that does
     not conform, or whose interval contains 1.0."""
-    if result["status"] != "ok":
+    if result.status != "ok":
         return "-"
-    if result.get("conforms") is False:
+    if result.conforms is False:
         return "non-conforming"
-    if result["impl"] == BASELINE:
+    if result.impl == BASELINE:
         return "baseline"
-    ratio, interval = result["vs_native"], result.get("vs_native_ci")
+    ratio, interval = result.vs_native, result.vs_native_ci
     if ratio is None:
         return "-"
-    if result.get("vs_native_verdict") == "within_noise":
+    if result.vs_native_verdict == "within_noise":
         return WITHIN_NOISE
     if interval:
         return f"{ratio:.2f}x ({interval[0]:.2f}-{interval[1]:.2f})"
     return f"{ratio:.2f}x (no interval)"
 
 
-def _median(result: dict) -> str:
-    return "failed" if result["status"] == "failed" else _seconds(result["median_s"])
+def _median(result: BenchResult) -> str:
+    return "failed" if result.status == "failed" else _seconds(result.median_s)
 
 
-def _iqr(result: dict) -> str:
-    if result["iqr_s"] is None or not result["median_s"]:
+def _iqr(result: BenchResult) -> str:
+    if result.iqr_s is None or not result.median_s:
         return "-"
-    return f"{result['iqr_s'] / result['median_s']:.0%}" + (" noisy" if result.get("noisy") else "")
+    return f"{result.iqr_s / result.median_s:.0%}" + (" noisy" if result.noisy else "")
 
 
 def _seconds(value: float | None) -> str:
@@ -216,20 +219,20 @@ def _number(value: float | None, fmt: str) -> str:
     return "-" if value is None else fmt.format(value)
 
 
-def _notes(result: dict) -> list[str]:
+def _notes(result: BenchResult) -> list[str]:
     """One line per thing to know about a result: why it failed or does not conform, why it
     was not checked, the solver's effort, the warnings it raised."""
-    impl = result["impl"]
-    if result["status"] != "ok":
-        return [f"{impl}: {result['status']}: {result['reason']}"]
+    impl = result.impl
+    if result.status != "ok":
+        return [f"{impl}: {result.status}: {result.reason}"]
     notes = []
-    if result.get("conforms") is False:
-        notes.append(f"{impl}: non-conforming: {result['conformance_note']}")
-    elif result.get("conforms") is None and result.get("conformance_note"):
-        notes.append(f"{impl}: conformance {result['conformance_note']}")
-    solver = [f"{name} {value}" for name, value in (result["solver"] or {}).items()
+    if result.conforms is False:
+        notes.append(f"{impl}: non-conforming: {result.conformance_note}")
+    elif result.conforms is None and result.conformance_note:
+        notes.append(f"{impl}: conformance {result.conformance_note}")
+    solver = [f"{name} {value}" for name, value in (result.solver or {}).items()
               if name in SOLVER_NOTES and value]
     if solver:
         notes.append(f"{impl}: solver {', '.join(solver)}")
-    notes.extend(f"{impl}: warning: {warning}" for warning in result["warnings"])
+    notes.extend(f"{impl}: warning: {warning}" for warning in result.warnings)
     return notes

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from rnnbench.benchmarks.result import BenchResult, vs_native
 from rnnbench.errors import UsageError
 from rnnbench.progress import LiveLine, tally
 from rnnbench.documents import BASELINE, CONFORMANCE_SCHEMA, OUTCOMES, require_writable, write_json
@@ -270,29 +271,31 @@ def speedup_table(results: list[dict]) -> str:
     """Per implementation and metric: the geometric mean over workloads of native's median /
     its median, with the 95% interval of that mean from the raw samples. Results that do not
     conform, or whose baseline does not, are not counted; a mean whose interval contains 1.0
-    reads "≈ native (within noise)"."""
+    reads "≈ native (within noise)". `results`: the bench document's."""
     from rnnbench.benchmarks.noise import ratio_interval, verdict
     from rnnbench.commands.bench import WITHIN_NOISE
 
-    baseline = {(r["workload"], r["metric"]): r for r in results
-                if r["impl"] == BASELINE and r["status"] == "ok"}
-    groups: dict[tuple[str, str], list[tuple[dict, dict]]] = {}
+    results = [BenchResult.from_json(r) for r in results]
+    baseline = {(r.workload, r.metric): r for r in results
+                if r.impl == BASELINE and r.status == "ok"}
+    groups: dict[tuple[str, str], list[tuple[float, BenchResult, BenchResult]]] = {}
     excluded: dict[tuple[str, str], int] = {}
     for r in results:
-        base = baseline.get((r["workload"], r["metric"]))
-        if r["impl"] == BASELINE or r["status"] != "ok" or base is None:
+        base = baseline.get((r.workload, r.metric))
+        if r.impl == BASELINE or r.status != "ok" or base is None:
             continue
-        key = (r["impl"], r["metric"])
-        if r.get("conforms") is False or base.get("conforms") is False:
+        key = (r.impl, r.metric)
+        ratio = vs_native(r, base)
+        if ratio is None:
             excluded[key] = excluded.get(key, 0) + 1
         else:
-            groups.setdefault(key, []).append((base, r))
+            groups.setdefault(key, []).append((ratio, base, r))
     rows = []
     for key in dict.fromkeys([*groups, *excluded]):
-        pairs = groups.get(key, [])
-        ratios = [base["median_s"] / r["median_s"] for base, r in pairs]
+        found = groups.get(key, [])
+        ratios = [ratio for ratio, _, _ in found]
         mean = math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else None
-        samples = [(base.get("samples_s"), r.get("samples_s")) for base, r in pairs]
+        samples = [(base.samples_s, r.samples_s) for _, base, r in found]
         interval = ratio_interval(samples) if all(a and b for a, b in samples) else None
         if mean is None:
             cell = "-"
@@ -301,7 +304,7 @@ def speedup_table(results: list[dict]) -> str:
         else:
             cell = f"{mean:.2f}x " + (f"({interval[0]:.2f}-{interval[1]:.2f})" if interval
                                       else "(no interval)")
-        rows.append([*key, cell, len(pairs), sum(bool(r.get("noisy")) for _, r in pairs) or "",
+        rows.append([*key, cell, len(found), sum(bool(r.noisy) for _, _, r in found) or "",
                      excluded.get(key, "")])
     headers = ["implementation", "metric", f"vs {BASELINE}", "workloads", "noisy",
                "non-conforming"]
@@ -310,8 +313,8 @@ def speedup_table(results: list[dict]) -> str:
     compared = {impl for impl, _ in [*groups, *excluded]} | {BASELINE}
     timed: dict[str, bool] = {}
     for r in results:
-        if r["impl"] not in compared:
-            timed[r["impl"]] = timed.get(r["impl"], False) or r["status"] == "ok"
+        if r.impl not in compared:
+            timed[r.impl] = timed.get(r.impl, False) or r.status == "ok"
     if timed:
         lines.append(textwrap.fill("no speed-up for: " + ", ".join(
             f"{impl} ({f'timed, no {BASELINE} result to compare with' if ok else 'not timed'})"

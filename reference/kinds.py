@@ -52,6 +52,13 @@ class KindSpec:
     # The configuration features a config needs of an implementation (rnnbench.impls.base).
     features: Callable[[Any], dict[str, bool]]
     steps_matter: bool = True  # False for kinds that take one step (cells)
+    # Where the tolerance depends on the run's values (an iterative solve's error bound):
+    # (cfg, dtype, params, x, hx, grad_out) -> the outputs' Tolerance (grad_out None), or
+    # {gradient name: Tolerance}. None: `tolerance` alone.
+    run_tolerance: Callable[..., Any] | None = None
+    # Where a kind has variants its parameter shapes tell apart: (cfg, {name: shape}) -> the
+    # configuration of the variant a module with those shapes implements. None: none.
+    config_of: Callable[[Any, dict], Any] | None = None
 
 
 KINDS: dict[str, KindSpec] = {}
@@ -131,6 +138,20 @@ def _implicit_io_shapes(cfg: implicit.ImplicitConfig, batch: int | None, steps: 
     return {"input": (batch, steps, cfg.input_size), "output": (batch, cfg.output_size)}
 
 
+def _implicit_run_tolerance(cfg: implicit.ImplicitConfig, dtype: str, params: dict, x, hx,
+                            grad_out: dict | None = None):
+    # the solver's error bound propagated to the outputs, or to each gradient
+    if grad_out is None:
+        return implicit.output_tolerance(cfg, params, x, dtype)
+    return implicit.gradient_tolerance(cfg, params, x, grad_out["output"], dtype)
+
+
+def _implicit_config_of(cfg: implicit.ImplicitConfig, shapes: dict) -> implicit.ImplicitConfig:
+    # D's shape says which variant a module is (documented or library)
+    variant = implicit.d_variant_of(cfg, shapes.get("D", ()))
+    return cfg if variant is None else cfg.replace(d_variant=variant)
+
+
 register(KindSpec(
     name=implicit.KIND, config_type=implicit.ImplicitConfig, make_config=implicit.ImplicitConfig,
     param_shapes=implicit.implicit_param_shapes, init_spec=implicit.implicit_init_spec,
@@ -140,4 +161,5 @@ register(KindSpec(
     backward=lambda cfg, params, x, hx, grad_out: implicit.backward(cfg, params, x, grad_out["output"]),
     tolerance=lambda cfg, dtype, steps, gradient=False: tolerance(dtype, steps, gradient=gradient),
     flops=lambda cfg, batch, steps, input_gemm=True: None,  # the solve's iterations vary
-    tokens=lambda cfg, batch, steps: batch * steps, features=lambda cfg: {}))
+    tokens=lambda cfg, batch, steps: batch * steps, features=lambda cfg: {},
+    run_tolerance=_implicit_run_tolerance, config_of=_implicit_config_of))

@@ -28,8 +28,8 @@ DIAGNOSES: dict[str, str] = {
     "missing_nonlinearity": "nonlinearity missing (no tanh)",
     "wrong_nonlinearity": "tanh and relu confused",
     "init_bound_1_over_h": "init bound uses 1/H instead of 1/sqrt(H)",
-    "init_wrong_distribution": "parameters not drawn from U(-1/sqrt(H), 1/sqrt(H)) "
-                               "(randn, zeros, orthogonal, ...)",
+    "init_wrong_distribution": "parameters not drawn from the spec's init distribution "
+                               "(torch.nn's U(-1/sqrt(H), 1/sqrt(H)); randn, zeros, orthogonal, ...)",
     "time_reversed": "sequence processed in the wrong time order",
     "reverse_not_reversed": "reverse direction not reversed in time",
     "reverse_h_n_wrong_end": "h_n of the reverse direction taken at the wrong end",

@@ -7,6 +7,10 @@ TypeError (the type is not pinned further, nor the message). Accepting the input
 state without its batch axis), since those are the ones an implementation accepts by accident.
 A rejection counts only when the same module accepts the matching valid input: a module that
 raises on everything proves nothing by raising here (`rejects_valid_input`).
+
+The shapes come from the kind's spec record, so a kind checked by the spec-driven checks lists the
+rows that fit it (`check_spec.spec_checks`): the input rows, and `INPUT_DTYPE` where a module
+must refuse an input in a dtype other than its own instead of casting it.
 """
 from __future__ import annotations
 
@@ -14,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from rnnbench.impls.registry import one_line
-from rnnbench.reference import Config, io_shapes
-from rnnbench.reference.numerics import state_names
+from rnnbench.reference import Config
+from rnnbench.reference.kinds import kind_of
 from rnnbench.suites.cases import Case
 from rnnbench.suites.results import Finding
 from rnnbench.suites.trial import nest_hx
@@ -41,7 +45,8 @@ def _batch_axis(cfg: Config) -> int:
 
 def _ranks(cfg: Config) -> tuple[int, int]:
     """The (unbatched, batched) rank of the input, as the spec's shapes have it."""
-    return len(io_shapes(cfg, None)["input"]), len(io_shapes(cfg, 1)["input"])
+    io_shapes = kind_of(cfg).io_shapes
+    return len(io_shapes(cfg, None, 1)["input"]), len(io_shapes(cfg, 1, 1)["input"])
 
 
 def _too_many_axes(cfg: Config, shape: tuple) -> tuple:
@@ -56,12 +61,14 @@ def _too_few_axes(cfg: Config, shape: tuple) -> tuple:
 
 @dataclass(frozen=True)
 class WrongInput:
-    """One way to get a shape wrong: `change` maps the valid shapes (input, h0[, c0]) to wrong ones."""
+    """One way to get an input wrong: `change` maps the valid shapes (input, h0[, c0]) to wrong
+    ones; `dtype`, where set, is the dtype of the wrong tensors (else the module's)."""
 
     name: str
     description: str
     change: Callable[[Config, dict], dict]
     applies: Callable[[Case], bool] = lambda case: True
+    dtype: str | None = None
 
     @property
     def features(self) -> tuple[str, ...]:
@@ -74,13 +81,20 @@ def _batch_over_one(case: Case) -> bool:
     return case.batched and case.batch > 1
 
 
-WRONG_INPUTS = (
+WRONG_INPUT_SHAPES = (
     WrongInput("input-size", "input with one feature too many",
                lambda cfg, s: {**s, "input": _resized(s["input"], -1)}),
     WrongInput("input-rank-high", "input with an extra axis",
                lambda cfg, s: {**s, "input": _too_many_axes(cfg, s["input"])}),
     WrongInput("input-rank-low", "input with too few axes",
                lambda cfg, s: {**s, "input": _too_few_axes(cfg, s["input"])}),
+)
+
+INPUT_DTYPE = WrongInput("input-dtype", "float32 input to a float64 model", lambda cfg, s: s,
+                         dtype="float32")
+
+WRONG_INPUTS = (
+    *WRONG_INPUT_SHAPES,
     WrongInput("h0-batch", "h0 with a batch size other than the input's",
                lambda cfg, s: {**s, "h0": _resized(s["h0"], _batch_axis(cfg))},
                applies=lambda case: case.batched),
@@ -110,18 +124,20 @@ WRONG_INPUTS = (
 )
 
 
-def check_rejected(subject, case, wrong: WrongInput) -> dict:
-    """A wrongly shaped input or initial state raises ValueError, RuntimeError or TypeError,
-    where the same module accepts the valid shapes."""
+def check_rejected(subject, case, wrong: WrongInput, dtype: str = "float32") -> dict:
+    """A wrongly shaped input or initial state (or one in the wrong dtype) raises ValueError,
+    RuntimeError or TypeError, where the same module, built in `dtype`, accepts the valid ones."""
     cfg = case.config
-    valid = io_shapes(cfg, case.batch, case.steps)
-    names = ("input", *state_names(cfg)) if subject.takes_state else ("input",)
-    shapes = wrong.change(cfg, {name: valid[name] for name in ("input", *state_names(cfg))})
+    spec = kind_of(cfg)
+    valid = spec.io_shapes(cfg, case.batch, case.steps)
+    state_names = spec.state_names(cfg)
+    names = ("input", *state_names) if subject.takes_state else ("input",)
+    shapes = wrong.change(cfg, {name: valid[name] for name in ("input", *state_names)})
     rng = subject.rng("errors", wrong.name, case.name)
-    module = subject.build(cfg, "float32")
+    module = subject.build(cfg, dtype)
 
-    def run(shapes: dict):
-        tensors = {name: subject.tensor(rng.normal(size=shapes[name]), "float32") for name in names}
+    def run(shapes: dict, dtype: str = dtype):
+        tensors = {name: subject.tensor(rng.normal(size=shapes[name]), dtype) for name in names}
         hx = nest_hx(cfg, {name: tensors[name] for name in names[1:]}) if names[1:] else None
         return module(tensors["input"], hx) if hx is not None else module(tensors["input"])
 
@@ -131,7 +147,7 @@ def check_rejected(subject, case, wrong: WrongInput) -> dict:
         raise Finding(f"the valid input ({_shown(names, valid)}) raised {one_line(exc)} as well, "
                       "so rejecting the wrong one proves nothing", "rejects_valid_input") from exc
     try:
-        run(shapes)
+        run(shapes, wrong.dtype or dtype)
     except REJECTIONS as exc:
         return {"raised": type(exc).__name__}
     except Exception as exc:

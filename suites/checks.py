@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
-from rnnbench.suites import (check_construction, check_dropout, check_errors, check_implicit,
-                             check_init, check_inputs, check_numerics, check_packed, check_shapes,
+from rnnbench.suites import (check_construction, check_dropout, check_errors, check_init,
+                             check_inputs, check_numerics, check_packed, check_shapes, check_solver,
                              check_state)
 from rnnbench.suites.cases import (CASES, CONSTRUCTION_CASES, DROPOUT_CASES, PACKED_CASES, Case,
                                    select)
@@ -115,7 +115,7 @@ CHECKS: tuple[Check, ...] = (
             CASES, applies=wrong.applies, features=wrong.features)
       for wrong in check_errors.WRONG_INPUTS),
     Check("inputs", "inputs", check_inputs.check_inputs_unchanged, CASES),
-    *(Check(**row) for row in check_implicit.ROWS),
+    *(Check(**row) for row in check_solver.ROWS),
 )
 
 

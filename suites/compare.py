@@ -85,13 +85,17 @@ def agreement(observed: dict, expected: dict, tol: Tolerance) -> dict[str, float
             "tol": tol.atol}
 
 
-def require_gradients_close(observed: dict, expected: dict, tol: Tolerance) -> dict[str, float]:
-    """{"tol": atol} when every gradient in `observed` is within `tol` of `expected`'s; else a
-    Finding naming the first one that is not (its parameter, with the numbers)."""
+def require_gradients_close(observed: dict, expected: dict,
+                            tol: Tolerance | dict[str, Tolerance]) -> dict[str, float]:
+    """{"tol": atol} (the largest, for one tolerance per name) when every gradient in `observed`
+    is within `tol` of `expected`'s; else a Finding naming the first one that is not (its
+    parameter, with the numbers)."""
     from rnnbench.suites.results import Finding
 
-    wrong = first_mismatch(observed, {name: expected[name] for name in observed}, tol)
-    if wrong:
-        name, numbers = wrong
-        raise Finding(summary(f"the gradient w.r.t. {name}", numbers), parameter=name, **numbers)
-    return {"tol": tol.atol}
+    tols = tol if isinstance(tol, dict) else dict.fromkeys(observed, tol)
+    for name in observed:
+        wrong = first_mismatch({name: observed[name]}, {name: expected[name]}, tols[name])
+        if wrong:
+            numbers = wrong[1]
+            raise Finding(summary(f"the gradient w.r.t. {name}", numbers), parameter=name, **numbers)
+    return {"tol": max(tols[name].atol for name in observed)}

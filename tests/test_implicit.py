@@ -341,6 +341,8 @@ DEVIANTS = {
 }
 
 
+# A capped solve warns by design; `conform` silences it, and so does this direct call.
+@pytest.mark.filterwarnings("ignore:forward fixed point did not converge")
 @pytest.mark.parametrize("deviant", DEVIANTS)
 def test_planted_deviations_are_caught_and_named(deviant):
     constructor, check, case, expected = DEVIANTS[deviant]

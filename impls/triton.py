@@ -20,10 +20,12 @@ Design, for one layer in one direction (h_t = act(x_t W_ih^T + b_ih + b_hh + h_p
    (T, N, H) buffer and a barrier per step. What does not recur is torch GEMMs over all steps:
    dW_hh = sum_t da_t^T h_prev(t), dh0 = da_first W_hh; the input projection's gradients (input,
    W_ih, both biases) come from autograd, since the gradient of xw is da itself.
-4. The module is eager.RNN (parameters, init, input checks, layers, directions, dropout between
-   layers in training, batch_first, unbatched input, torch.nn's return structure) with its
-   `layer` hook computing a layer as above; `ElmanRecurrence` is the autograd.Function that
-   wraps both kernels.
+4. The module is `_common`'s RNN (parameters, init, torch.nn's input checks and exceptions,
+   layers, directions, dropout between layers in training, batch_first, unbatched input,
+   torch.nn's return structure) on `TritonBackend`, whose `layer` computes a layer as above;
+   `ElmanRecurrence` is the autograd.Function that wraps both kernels. Parameters are stored
+   contiguous, the layout the kernels read W_hh in. A backend carries the launch plan: a module
+   given `TritonBackend(plan)` as its `backend` launches every layer with that plan.
 
 Precision: float32 matmuls in the kernels are IEEE fp32, unless torch allows TF32 matmuls
 (`torch.backends.cuda.matmul.allow_tf32`, i.e. `torch.set_float32_matmul_precision("high")`);
@@ -51,12 +53,13 @@ Not supported, and why:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
-from rnnbench.impls import eager
+from rnnbench.impls._common import Backend, State, Weights, module_classes, zero_state
 from rnnbench.impls.base import Implementation
 
 try:
@@ -310,17 +313,25 @@ def elman_layer(xs, h0, weight_ih, weight_hh, bias_ih=None, bias_hh=None, *, rev
     return ElmanRecurrence.apply(xw, h0, weight_hh, reverse, relu, how)
 
 
-class RNN(eager.RNN):
-    """torch.nn.RNN's constructor and contract, each layer-direction computed by `elman_layer`."""
+@dataclass(frozen=True)
+class TritonBackend(Backend):
+    """Each layer and direction of an Elman RNN (the only family with kernels) by
+    `elman_layer`, launched with `plan` (None: `choose_plan` per layer)."""
 
-    # A Plan to launch every layer with (for tests and tuning); None: `choose_plan` per layer.
-    launch_plan: Plan | None = None
+    plan: Plan | None = None
 
-    def layer(self, xs, state: tuple, layer: int, direction: int):
-        (h0,) = state
-        output, h_n = elman_layer(xs, h0, **self.weights(layer, direction), reverse=direction == 1,
-                                  relu=self.nonlinearity == "relu", how=self.launch_plan)
+    def layer(self, family: str, x, state: Optional[State], weights: Weights, relu: bool,
+              reverse: bool):
+        (h0,) = zero_state(family, x, weights) if state is None else state
+        weight_ih, weight_hh, bias_ih, bias_hh, _ = weights  # an Elman RNN has no projection
+        output, h_n = elman_layer(x, h0, weight_ih, weight_hh, bias_ih, bias_hh, reverse=reverse,
+                                  relu=relu, how=self.plan)
         return output, (h_n,)
+
+
+# torch.nn's RNN on the kernels, bound under its torch.nn name so instances pickle; the other
+# five classes of module_classes have no kernels.
+RNN = module_classes(TritonBackend(), __name__)["rnn"]
 
 
 def availability() -> str | None:
@@ -338,7 +349,7 @@ IMPLEMENTATION = Implementation(
     kinds={"rnn": RNN},
     description="Elman RNN: input projection hoisted into one GEMM, the recurrence one persistent "
                 "Triton kernel per layer and direction (forward and backward)",
-    # The kernel runs whole padded sequences; eager's variable-length path is not the kernel's.
+    # The kernels take padded tensors only: no variable-length (packed) path.
     unsupported=frozenset({"cpu" if KERNEL_DEVICE == "cuda" else "cuda", "packed"}),
     availability=availability,
 )

@@ -168,7 +168,8 @@ def measure(case: Case) -> dict[str, dict[str, float]]:
     dtype = getattr(torch, case.dtype)
     module = kernels.IMPLEMENTATION.constructor("rnn")(**case.cfg.constructor_kwargs(), dtype=dtype)
     if case.plan:
-        module.launch_plan = kernels.Plan(*case.plan, resident=False, num_warps=4)
+        plan = kernels.Plan(*case.plan, resident=False, num_warps=4)
+        module.backend = kernels.TritonBackend(plan)
     native = torch.nn.RNN(**case.cfg.constructor_kwargs(), dtype=torch.float64)
     native.load_state_dict({name: p.double() for name, p in module.state_dict().items()})
     module.train(case.train), native.train(case.train)

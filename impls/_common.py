@@ -1,5 +1,5 @@
-"""torch.nn's modules around a pluggable recurrence, shared by the torchscript, compile, fused and
-onnxruntime implementations.
+"""torch.nn's modules around a pluggable recurrence, shared by the torchscript, compile, fused,
+onnxruntime and triton implementations.
 
 Everything here is the contract, not the speed: the six constructors with torch.nn's signatures,
 parameters named, shaped and initialised as the spec says, and the forward contract (batched or

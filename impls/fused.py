@@ -6,9 +6,7 @@ What makes it fast (measured against torch.nn on CPU, see docs/performance.md):
   are written in place into that buffer, so the loop does one small GEMM per step;
 - the loop runs in C++ (`fused_kernels.cpp`): no per-step Python or dispatcher cost, at batch 1
   a plain vectorised loop instead of a BLAS call, and a large batch split between threads,
-  each running the whole time loop on its rows (no synchronisation per step); an LSTM from 64
-  rows splits its hidden units between threads instead (a barrier per step), so that each
-  thread's step product has every row, which BLAS runs nearer its peak;
+  each running the whole time loop on its rows (no synchronisation per step);
 - weights are stored transposed (`_common.transposed_storage`), the layout every GEMM reads;
 - in float32, where torch links MKL, the recurrent weight is packed once per call into MKL's
   internal GEMM layout (cblas_sgemm_pack), which every step's product then reads without

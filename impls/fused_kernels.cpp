@@ -696,64 +696,6 @@ void gru_step_back(const T* gates, const T* gh_n, const T* h_prev, T* dh, T* dgi
   }
 }
 
-#ifdef _OPENMP
-// lstm_unit_split's backward: thread k owns units [j0, j1) again. Each step it adds the output's
-// gradient to its slice of dL/dh_t, turns it into the gate gradients of its units (into dgates,
-// where the weight gradients read them) and, after a barrier that makes dgates_t whole,
-// multiplies all of dgates_t by its units' columns of W_hh: its slice of dL/dh_{t-1}, which no
-// other thread reads. gates (T, B, 4H) the activations, cells (T, B, H), grad_out (T, B, H);
-// dh and dc (B, H): the gradients of h_n and c_n in, of h0 and c0 out; w_hh (4H, H).
-template <typename T>
-void lstm_unit_split_back(const Layer& L, const T* gates, const T* cells, const T* c0,
-                          const T* grad_out, const T* w_hh, T* dgates, T* dh, T* dc, int threads) {
-  const int64_t B = L.batch, H = L.hidden, G = L.gates;
-  std::exception_ptr error;
-#pragma omp parallel num_threads(threads)
-  {
-    const int64_t k = omp_get_thread_num(), chunk = (H + omp_get_num_threads() - 1) / omp_get_num_threads();
-    const int64_t j0 = std::min(H, k * chunk), hk = std::min(H, j0 + chunk) - j0;
-    std::vector<T> weight, dh_units;
-    std::optional<StepWeight<T>> recurrent;
-    try {  // allocation may throw: every thread must still reach the barrier below
-      weight.resize(G * hk);
-      dh_units.resize(B * hk);
-      for (int64_t row = 0; row < G; ++row) {
-        std::copy(w_hh + row * H + j0, w_hh + row * H + j0 + hk, weight.data() + row * hk);
-      }
-      for (int64_t b = 0; b < B; ++b) {
-        std::copy(dh + b * H + j0, dh + b * H + j0 + hk, dh_units.data() + b * hk);
-      }
-      if (hk > 0) recurrent.emplace(weight.data(), B, G, hk);
-    } catch (...) {
-#pragma omp critical
-      error = std::current_exception();
-    }
-#pragma omp barrier
-    // Every thread meets every barrier, a thread without units included.
-    for (int64_t s = L.steps - 1; s >= 0 && !error; --s) {
-      const int64_t t = L.time(s), tp = L.previous(s);
-      const T* c_prev = tp < 0 ? c0 : cells + tp * B * H;
-      for (int64_t b = 0; b < B; ++b) {
-        T* d = dh_units.data() + b * hk;
-        const T* from = grad_out + (t * B + b) * H + j0;
-        for (int64_t j = 0; j < hk; ++j) d[j] += from[j];
-        const T* g = gates + (t * B + b) * G + j0;
-        T* dg = dgates + (t * B + b) * G + j0;
-        const int64_t at = b * H + j0;
-        lstm_row_back(g, g + H, g + 2 * H, g + 3 * H, cells + t * B * H + at, c_prev + at, d,
-                      dc + at, dg, dg + H, dg + 2 * H, dg + 3 * H, hk);
-      }
-#pragma omp barrier
-      if (hk > 0) recurrent->multiply(dh_units.data(), dgates + t * B * G, /*accumulate=*/false);
-    }
-    for (int64_t b = 0; b < B && !error; ++b) {
-      std::copy(dh_units.data() + b * hk, dh_units.data() + (b + 1) * hk, dh + b * H + j0);
-    }
-  }
-  if (error) std::rethrow_exception(error);
-}
-#endif
-
 // backward(family, grad_output (T, B, P), grad_state [dh_n] or [dh_n, dc_n], x, state,
 // weights..., has_bias, relu, reverse, output, saved, need_input_grad)
 // -> [dx (undefined unless need_input_grad), dh0, (dc0,) dw_ih, dw_hh, (db_ih, db_hh,) (dw_hr)].
@@ -833,15 +775,6 @@ std::vector<Tensor> backward(const std::string& family_name, const Tensor& grad_
         }
       }
     };
-#ifdef _OPENMP
-    const int threads = at::get_num_threads();
-    if (L.family == Family::kLstm && !w_hr && threads > 1 && B >= kMinRowsForUnitSplit &&
-        !at::in_parallel_region()) {
-      lstm_unit_split_back(L, saved[0].data_ptr<T>(), saved[1].data_ptr<T>(), c0.data_ptr<T>(),
-                           gop, whh, dgp, dhp, dc.data_ptr<T>(), threads);
-      return;
-    }
-#endif
     for_batch_rows(B, run_rows);
   });
 

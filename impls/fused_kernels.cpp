@@ -17,17 +17,11 @@
 // with `forward` and `backward`; the Python side (fused.py) wraps them in an autograd.Function.
 #include <torch/extension.h>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <exception>
 #include <limits>
-#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -418,74 +412,6 @@ void gru_step(T* gates, const T* gh, const T* b_hh, const T* h_prev, T* h, T* gh
   }
 }
 
-// Batch rows from which an LSTM's time loop splits its hidden units, not its batch, between
-// threads (lstm_unit_split).
-constexpr int64_t kMinRowsForUnitSplit = 64;
-
-#ifdef _OPENMP
-// The LSTM time loop (no projection) with the hidden units split between threads. Thread k owns
-// units [j0, j1): each step it multiplies the whole h_{t-1} by the columns of W_hh^T of its
-// units' four gates (gathered and packed once), applies the cell to them and writes its slice
-// of c_t and h_t; a barrier per step makes h_t whole before the next product. Against the batch
-// split each thread's product has every row of the batch, which BLAS runs nearer its peak (one
-// thread, K=512: 64 rows x 1024 columns ~188 GFLOP/s, 32 x 2048 ~168). gates (T, B, 4H): the
-// premul in, the activations out; whh_t (P, 4H); cells and hidden (T, B, H).
-template <typename T>
-void lstm_unit_split(const Layer& L, T* gates, const T* whh_t, const T* h0, const T* c0, T* cells,
-                     T* hidden, bool from_zero, int threads) {
-  const int64_t B = L.batch, H = L.hidden, P = L.out_size, G = L.gates;
-  std::exception_ptr error;
-#pragma omp parallel num_threads(threads)
-  {
-    const int64_t k = omp_get_thread_num(), chunk = (H + omp_get_num_threads() - 1) / omp_get_num_threads();
-    const int64_t j0 = std::min(H, k * chunk), hk = std::min(H, j0 + chunk) - j0, width = 4 * hk;
-    std::vector<T> weight, local;
-    std::optional<StepWeight<T>> recurrent;
-    try {  // allocation may throw: every thread must still reach the barrier below
-      weight.resize(P * width);
-      local.resize(B * width);
-      for (int64_t p = 0; p < P; ++p) {
-        for (int64_t q = 0; q < 4; ++q) {
-          const T* column = whh_t + p * G + q * H + j0;
-          std::copy(column, column + hk, weight.data() + p * width + q * hk);
-        }
-      }
-      if (hk > 0) recurrent.emplace(weight.data(), B, P, width);
-    } catch (...) {
-#pragma omp critical
-      error = std::current_exception();
-    }
-#pragma omp barrier
-    // Every thread meets every barrier, a thread without units included.
-    for (int64_t s = 0; s < L.steps && !error; ++s) {
-      const int64_t t = L.time(s), tp = L.previous(s);
-      T* g = gates + t * B * G;
-      for (int64_t b = 0; b < B; ++b) {
-        for (int64_t q = 0; q < 4; ++q) {
-          const T* from = g + b * G + q * H + j0;
-          std::copy(from, from + hk, local.data() + b * width + q * hk);
-        }
-      }
-      if (hk > 0 && !(s == 0 && from_zero)) {
-        recurrent->multiply(local.data(), tp < 0 ? h0 : hidden + tp * B * H, /*accumulate=*/true);
-      }
-      const T* c_prev = tp < 0 ? c0 : cells + tp * B * H;
-      for (int64_t b = 0; b < B; ++b) {
-        T* row = local.data() + b * width;
-        const int64_t at = (t * B + b) * H + j0;
-        lstm_row(row, row + hk, row + 2 * hk, row + 3 * hk, c_prev + b * H + j0, cells + at,
-                 hidden + at, hk);
-        for (int64_t q = 0; q < 4; ++q) {  // the activations, where backward reads them
-          std::copy(row + q * hk, row + (q + 1) * hk, g + b * G + q * H + j0);
-        }
-      }
-#pragma omp barrier
-    }
-  }
-  if (error) std::rethrow_exception(error);
-}
-#endif
-
 // forward(family, x (T, B, I), state [h0 (B, P)], [h0, c0 (B, H)] or [] for zeros, w_ih (G, I),
 // w_hh (G, P), b_ih, b_hh, w_hr (P, H), relu, reverse, keep)
 // -> [output (T, B, P), h_n, (c_n,) saved...]. `saved` (only when keep) is what backward
@@ -587,15 +513,6 @@ std::vector<Tensor> forward(const std::string& family_name, const Tensor& x_in,
         }
       }
     };
-#ifdef _OPENMP
-    const int threads = at::get_num_threads();
-    if (L.family == Family::kLstm && !w_hr && threads > 1 && B >= kMinRowsForUnitSplit &&
-        !at::in_parallel_region()) {
-      lstm_unit_split(L, gxp, whh, h0p, c0.data_ptr<T>(), cells.data_ptr<T>(), outp,
-                      state.empty(), threads);
-      return;
-    }
-#endif
     for_batch_rows(B, run_rows);
   });
 

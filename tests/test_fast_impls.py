@@ -161,21 +161,6 @@ def test_fused_float32_step_products_match_torch_nn(kind, threads):
         torch.set_num_threads(previous)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("hidden, h0", [(9, True), (9, False), (1, True)])
-def test_fused_lstm_hidden_units_split_between_threads_matches_torch_nn(hidden, h0, dtype):
-    # From 64 rows on two threads an LSTM splits its hidden units, not its batch, between the
-    # threads: 9 units as 5 and 4; a single unit leaves one thread without units.
-    impl = implementation("fused")
-    previous = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
-        row = (Config("lstm", 4, hidden, num_layers=2, bidirectional=True), 64, 6, h0)
-        assert_matches_native(impl, row, dtype=dtype)
-    finally:
-        torch.set_num_threads(previous)
-
-
 @pytest.mark.parametrize("row", COMPILE_ROWS, ids=row_id)
 def test_compile_matches_torch_nn_in_float64(row):
     assert_matches_native(implementation("compile"), row)

@@ -342,12 +342,21 @@ std::vector<Tensor> initial_state(const Layer& layer, const std::vector<Tensor>&
 }
 
 // Forward gate arithmetic of one step, rows of `batch`; see numerics.py for the equations.
+// `bias` is what the step adds to every row's pre-activations: the input-side bias (and the
+// hidden-side one, where it is a plain addition). Added here, on rows in cache, rather than
+// written into the whole premul buffer before its GEMM.
 template <typename T>
-void elman_step(T* h, int64_t n, bool relu) {
-  if (relu) {
-    for (int64_t i = 0; i < n; ++i) h[i] = h[i] > T(0) ? h[i] : T(0);
-  } else {
-    for (int64_t i = 0; i < n; ++i) h[i] = act_tanh(h[i]);
+void elman_step(T* h, const T* __restrict__ bias, int64_t batch, int64_t hidden, bool relu) {
+  for (int64_t b = 0; b < batch; ++b) {
+    T* __restrict__ row = h + b * hidden;
+    if (relu) {
+      for (int64_t j = 0; j < hidden; ++j) {
+        const T a = row[j] + bias[j];
+        row[j] = a > T(0) ? a : T(0);
+      }
+    } else {
+      for (int64_t j = 0; j < hidden; ++j) row[j] = act_tanh(row[j] + bias[j]);
+    }
   }
 }
 
@@ -355,10 +364,12 @@ void elman_step(T* h, int64_t n, bool relu) {
 // of one buffer, and without the promise that they do not overlap gcc does not vectorise.
 template <typename T>
 void lstm_row(T* __restrict__ gi, T* __restrict__ gf, T* __restrict__ gg, T* __restrict__ go,
-              const T* __restrict__ c_prev, T* __restrict__ c, T* __restrict__ h, int64_t hidden) {
+              const T* __restrict__ bi, const T* __restrict__ bf, const T* __restrict__ bg,
+              const T* __restrict__ bo, const T* __restrict__ c_prev, T* __restrict__ c,
+              T* __restrict__ h, int64_t hidden) {
   for (int64_t j = 0; j < hidden; ++j) {
-    const T i = act_sigmoid(gi[j]), f = act_sigmoid(gf[j]), g = act_tanh(gg[j]),
-            o = act_sigmoid(go[j]);
+    const T i = act_sigmoid(gi[j] + bi[j]), f = act_sigmoid(gf[j] + bf[j]),
+            g = act_tanh(gg[j] + bg[j]), o = act_sigmoid(go[j] + bo[j]);
     const T cn = f * c_prev[j] + i * g;
     gi[j] = i;
     gf[j] = f;
@@ -370,26 +381,29 @@ void lstm_row(T* __restrict__ gi, T* __restrict__ gf, T* __restrict__ gg, T* __r
 }
 
 template <typename T>
-void lstm_step(T* gates, const T* c_prev, T* c, T* h, int64_t batch, int64_t hidden) {
-  // gates holds the pre-activations i, f, g, o of each row and is overwritten with the
-  // activations (the backward pass reads them).
+void lstm_step(T* gates, const T* bias, const T* c_prev, T* c, T* h, int64_t batch,
+               int64_t hidden) {
+  // gates holds the pre-activations i, f, g, o of each row, less the bias, and is overwritten
+  // with the activations (the backward pass reads them).
   for (int64_t b = 0; b < batch; ++b) {
     T* g = gates + b * 4 * hidden;
-    lstm_row(g, g + hidden, g + 2 * hidden, g + 3 * hidden, c_prev + b * hidden, c + b * hidden,
+    lstm_row(g, g + hidden, g + 2 * hidden, g + 3 * hidden, bias, bias + hidden,
+             bias + 2 * hidden, bias + 3 * hidden, c_prev + b * hidden, c + b * hidden,
              h + b * hidden, hidden);
   }
 }
 
 template <typename T>
-void gru_row(T* __restrict__ xr, T* __restrict__ xz, T* __restrict__ xn, const T* __restrict__ hr,
+void gru_row(T* __restrict__ xr, T* __restrict__ xz, T* __restrict__ xn, const T* __restrict__ ir,
+             const T* __restrict__ iz, const T* __restrict__ in, const T* __restrict__ hr,
              const T* __restrict__ hz, const T* __restrict__ hn, const T* __restrict__ br,
              const T* __restrict__ bz, const T* __restrict__ bn, const T* __restrict__ h_prev,
              T* __restrict__ h, T* __restrict__ gh_n, int64_t hidden) {
   for (int64_t j = 0; j < hidden; ++j) {
-    const T r = act_sigmoid(xr[j] + hr[j] + br[j]);
-    const T z = act_sigmoid(xz[j] + hz[j] + bz[j]);
+    const T r = act_sigmoid(xr[j] + ir[j] + hr[j] + br[j]);
+    const T z = act_sigmoid(xz[j] + iz[j] + hz[j] + bz[j]);
     const T hn_b = hn[j] + bn[j];
-    const T n = act_tanh(xn[j] + r * hn_b);
+    const T n = act_tanh(xn[j] + in[j] + r * hn_b);
     xr[j] = r;
     xz[j] = z;
     xn[j] = n;
@@ -399,16 +413,17 @@ void gru_row(T* __restrict__ xr, T* __restrict__ xz, T* __restrict__ xn, const T
 }
 
 template <typename T>
-void gru_step(T* gates, const T* gh, const T* b_hh, const T* h_prev, T* h, T* gh_n, int64_t batch,
-              int64_t hidden) {
-  // gates holds the input pre-activations (with b_ih) of r, z, n and is overwritten with the
-  // activations r, z, n; gh is h_prev @ W_hh^T without b_hh (zeros without bias); gh_n
-  // receives W_hn h + b_hn.
+void gru_step(T* gates, const T* b_ih, const T* gh, const T* b_hh, const T* h_prev, T* h,
+              T* gh_n, int64_t batch, int64_t hidden) {
+  // gates holds the input pre-activations (without b_ih) of r, z, n and is overwritten with
+  // the activations r, z, n; gh is h_prev @ W_hh^T without b_hh; the biases are zeros without
+  // bias; gh_n receives W_hn h + b_hn.
   for (int64_t b = 0; b < batch; ++b) {
     T* g = gates + b * 3 * hidden;
     const T* hg = gh + b * 3 * hidden;
-    gru_row(g, g + hidden, g + 2 * hidden, hg, hg + hidden, hg + 2 * hidden, b_hh, b_hh + hidden,
-            b_hh + 2 * hidden, h_prev + b * hidden, h + b * hidden, gh_n + b * hidden, hidden);
+    gru_row(g, g + hidden, g + 2 * hidden, b_ih, b_ih + hidden, b_ih + 2 * hidden, hg,
+            hg + hidden, hg + 2 * hidden, b_hh, b_hh + hidden, b_hh + 2 * hidden,
+            h_prev + b * hidden, h + b * hidden, gh_n + b * hidden, hidden);
   }
 }
 
@@ -436,7 +451,7 @@ std::vector<Tensor> forward(const std::string& family_name, const Tensor& x_in,
   const std::vector<Tensor> initial = initial_state(L, state, options);
   Tensor gx = at::empty({T_, B, G}, options);
   Tensor out = L.family == Family::kRnn ? gx : at::empty({T_, B, P}, options);
-  Tensor cells, hidden, gh, gh_n, c0, zeros;
+  Tensor cells, hidden, gh, gh_n, c0;
   if (L.family == Family::kLstm) {
     c0 = initial[1];
     cells = at::empty({T_, B, H}, options);
@@ -444,7 +459,6 @@ std::vector<Tensor> forward(const std::string& family_name, const Tensor& x_in,
   } else if (L.family == Family::kGru) {
     gh = at::empty({B, G}, options);
     gh_n = at::empty({keep ? T_ : 1, B, H}, options);
-    if (!b_hh) zeros = at::zeros({G}, options);  // b_hh of a bias-free GRU
   }
   const Tensor h0 = initial[0];
   // Every GEMM reads its weight transposed, row-major. fused.py stores its parameters that way
@@ -452,7 +466,7 @@ std::vector<Tensor> forward(const std::string& family_name, const Tensor& x_in,
   const Tensor w_ih_t = w_ih.t().contiguous(), w_hh_t = w_hh.t().contiguous();
   const Tensor w_hr_t = w_hr ? w_hr->t().contiguous() : Tensor();
   const Tensor b_ih_c = b_ih ? b_ih->contiguous() : Tensor();
-  const Tensor b_hh_c = b_hh ? b_hh->contiguous() : zeros;
+  const Tensor b_hh_c = b_hh ? b_hh->contiguous() : Tensor();
 
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "rnnbench_fused_forward", [&] {
     using T = scalar_t;
@@ -461,19 +475,19 @@ std::vector<Tensor> forward(const std::string& family_name, const Tensor& x_in,
     const T* whh = w_hh_t.data_ptr<T>();
     const T* h0p = h0.data_ptr<T>();
 
-    // Premul: the input projection of every step in one GEMM onto the biases, folded where
-    // they are plain additions (all but the GRU's b_hh, which sits inside r * (...)).
+    // The bias each step adds: both biases where they are plain additions, b_ih alone for a
+    // GRU, whose b_hh sits inside r * (...) and is added there; zeros without bias.
+    const bool gru = L.family == Family::kGru;
+    std::vector<T> bias(G, T(0)), gru_b_hh(gru ? G : 0, T(0));
     if (b_ih) {
-      const bool fold = L.family != Family::kGru;
       const T* bi = b_ih_c.data_ptr<T>();
       const T* bh = b_hh_c.data_ptr<T>();
-      for (int64_t r = 0; r < T_ * B; ++r) {
-        T* row = gxp + r * G;
-        for (int64_t j = 0; j < G; ++j) row[j] = fold ? bi[j] + bh[j] : bi[j];
-      }
+      for (int64_t j = 0; j < G; ++j) bias[j] = gru ? bi[j] : bi[j] + bh[j];
+      if (gru) std::copy(bh, bh + G, gru_b_hh.begin());
     }
-    matmul(gxp, x.data_ptr<T>(), w_ih_t.data_ptr<T>(), T_ * B, x.size(2), G,
-           /*accumulate=*/b_ih.has_value());
+    const T* biasp = bias.data();
+    // Premul: the input projection of every step in one GEMM.
+    matmul(gxp, x.data_ptr<T>(), w_ih_t.data_ptr<T>(), T_ * B, x.size(2), G, /*accumulate=*/false);
     // The time loop over rows [b0, b1) of the batch (each row's recurrence is independent).
     auto run_rows = [&](int64_t b0, int64_t b1) {
       const int64_t n = b1 - b0;
@@ -488,14 +502,14 @@ std::vector<Tensor> forward(const std::string& family_name, const Tensor& x_in,
         switch (L.family) {
           case Family::kRnn:
             if (!from_zero) recurrent.multiply(g, h_prev, /*accumulate=*/true);
-            elman_step(g, n * H, L.relu);
+            elman_step(g, biasp, n, H, L.relu);
             break;
           case Family::kLstm: {
             if (!from_zero) recurrent.multiply(g, h_prev, /*accumulate=*/true);
             T* cellp = cells.data_ptr<T>();
             const T* c_prev = (tp < 0 ? c0.data_ptr<T>() : cellp + tp * B * H) + b0 * H;
             T* h_cell = hidden.data_ptr<T>() + (t * B + b0) * H;
-            lstm_step(g, c_prev, cellp + (t * B + b0) * H, h_cell, n, H);
+            lstm_step(g, biasp, c_prev, cellp + (t * B + b0) * H, h_cell, n, H);
             if (w_hr) matmul(h, h_cell, w_hr_t.data_ptr<T>(), n, H, P, /*accumulate=*/false);
             break;
           }
@@ -506,7 +520,7 @@ std::vector<Tensor> forward(const std::string& family_name, const Tensor& x_in,
             } else {
               recurrent.multiply(ghp, h_prev, /*accumulate=*/false);
             }
-            gru_step(g, ghp, b_hh_c.data_ptr<T>(), h_prev, h,
+            gru_step(g, biasp, ghp, gru_b_hh.data(), h_prev, h,
                      gh_n.data_ptr<T>() + ((keep ? t : 0) * B + b0) * H, n, H);
             break;
           }

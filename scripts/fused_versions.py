@@ -1,0 +1,115 @@
+"""fused's C++ kernels from several git revisions, timed side by side with torch.nn.
+
+Each revision's `impls/fused_kernels.cpp` is built as its own extension (with fused's flags) and
+swapped into the same fused module round by round, interleaved with torch.nn, so that every
+version sees the same machine state; medians and interquartile ranges over the rounds. This is
+how a kernel change is judged before it lands (a ratio to the previous revision, not to a
+number remembered from another day).
+
+    .venv/bin/python scripts/fused_versions.py HEAD~1 HEAD --kinds lstm,gru --workloads a,b
+    .venv/bin/python scripts/fused_versions.py HEAD~1 HEAD --backward
+
+Workloads are the goals preset's: (a) T=100 B=32 H=256 on 2 threads, (b) T=50 B=64 H=512 on 2
+threads, (c) T=25 B=1 H=128 on 1 thread (forward only). Time on a quiet machine.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from torch.utils import cpp_extension
+
+from rnnbench.impls import fused
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKLOADS = {"a": (100, 32, 256, 2), "b": (50, 64, 512, 2), "c": (25, 1, 128, 1)}
+NATIVE = {"rnn": torch.nn.RNN, "lstm": torch.nn.LSTM, "gru": torch.nn.GRU}
+
+
+def build(revision: str, folder: Path):
+    """The kernels of `revision` as an extension module; SystemExit if git has no such file."""
+    shown = subprocess.run(["git", "show", f"{revision}:impls/fused_kernels.cpp"], cwd=ROOT,
+                           capture_output=True, text=True)
+    if shown.returncode != 0:
+        raise SystemExit(f"fused_versions: no impls/fused_kernels.cpp at {revision!r}")
+    name = "v" + "".join(c if c.isalnum() else "_" for c in revision)
+    source = folder / f"{name}.cpp"
+    source.write_text(shown.stdout)
+    build_dir = folder / name
+    build_dir.mkdir()
+    return cpp_extension.load(name=f"rnnbench_fused_{name}", sources=[str(source)],
+                              extra_cflags=fused.CFLAGS, extra_ldflags=fused.LDFLAGS,
+                              build_directory=str(build_dir))
+
+
+def time_versions(kind: str, workload: str, versions: dict, backward: bool, rounds: int) -> dict:
+    """Samples (seconds per call) of torch.nn and of fused with each version's kernels."""
+    steps, batch, hidden, threads = WORKLOADS[workload]
+    torch.set_num_threads(threads)
+    native = NATIVE[kind](hidden, hidden)
+    module = fused.IMPLEMENTATION.constructor(kind)(hidden, hidden)
+    module.load_state_dict(native.state_dict())
+    x = torch.randn(steps, batch, hidden, requires_grad=backward)
+    calls = 20 if batch == 1 else 1  # a sample long enough to time at batch 1
+
+    def sample(model, kernels) -> float:
+        fused._kernels = kernels
+        start = time.perf_counter()
+        for _ in range(calls):
+            if backward:
+                model(x)[0].sum().backward()
+            else:
+                with torch.no_grad():
+                    model(x)
+        return (time.perf_counter() - start) / calls
+
+    candidates = {"torch.nn": (native, None), **{v: (module, k) for v, k in versions.items()}}
+    for model, kernels in candidates.values():  # warm-up
+        sample(model, kernels)
+    samples = {label: [] for label in candidates}
+    for _ in range(rounds):
+        for label, (model, kernels) in candidates.items():
+            samples[label].append(sample(model, kernels))
+    return samples
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("revisions", nargs="+", help="git revisions, e.g. HEAD~1 HEAD")
+    parser.add_argument("--kinds", default="rnn,lstm,gru")
+    parser.add_argument("--workloads", default="a,b,c")
+    parser.add_argument("--backward", action="store_true", help="time forward+backward")
+    parser.add_argument("--rounds", type=int, default=21)
+    args = parser.parse_args(argv)
+    unknown = set(args.workloads.split(",")) - set(WORKLOADS)
+    if unknown or not set(args.kinds.split(",")) <= set(NATIVE):
+        raise SystemExit(f"fused_versions: workloads are {', '.join(WORKLOADS)}; kinds "
+                         f"{', '.join(NATIVE)}")
+    with tempfile.TemporaryDirectory() as folder:
+        versions = {rev: build(rev, Path(folder)) for rev in args.revisions}
+        for kind in args.kinds.split(","):
+            for workload in args.workloads.split(","):
+                if args.backward and workload == "c":
+                    continue
+                samples = time_versions(kind, workload, versions, args.backward, args.rounds)
+                base = statistics.median(samples["torch.nn"])
+                cells = []
+                for label, values in samples.items():
+                    median = statistics.median(values)
+                    low, _, high = statistics.quantiles(values, n=4)
+                    ratio = "" if label == "torch.nn" else f", {base / median:.2f}x torch.nn"
+                    cells.append(f"{label} {median * 1e3:.2f} ms (IQR {(high - low) / median:.0%}"
+                                 f"{ratio})")
+                metric = "forward+backward" if args.backward else "forward"
+                print(f"{kind} {metric} ({workload}): " + "; ".join(cells), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

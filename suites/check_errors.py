@@ -77,6 +77,12 @@ class WrongInput:
         return () if self.name.startswith("input") else ("initial_state",)
 
 
+def _has_state(case, name: str) -> bool:
+    """Whether the case's kind takes a state called `name` (c0: LSTM kinds)."""
+    cfg = case.config
+    return name in kind_of(cfg).state_names(cfg)
+
+
 def _batch_over_one(case: Case) -> bool:
     return case.batched and case.batch > 1
 
@@ -117,10 +123,10 @@ WRONG_INPUTS = (
                applies=lambda case: case.batched or not case.config.is_cell),
     WrongInput("c0-size", "c0 with one feature too many",
                lambda cfg, s: {**s, "c0": _resized(s["c0"], -1)},
-               applies=lambda case: case.config.family == "lstm"),
+               applies=lambda case: _has_state(case, "c0")),
     WrongInput("c0-batch-1", "c0 with a batch of 1 (broadcastable) for a larger batch",
                lambda cfg, s: {**s, "c0": _resized(s["c0"], _batch_axis(cfg), 1)},
-               applies=lambda case: case.config.family == "lstm" and _batch_over_one(case)),
+               applies=lambda case: _has_state(case, "c0") and _batch_over_one(case)),
 )
 
 

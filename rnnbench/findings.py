@@ -60,6 +60,8 @@ DIAGNOSES: dict[str, str] = {
     "gates_split_by_size": "gates split into chunks of the gate count's size, not into that "
                            "many chunks (right only when hidden_size equals the gate count)",
     "dtype_ignored": "the constructor's dtype= (or device=) is ignored",
+    "input_dtype_accepted": "an input in another dtype than the parameters is accepted (torch.nn "
+                            "raises)",
     "biases_missing": "no bias parameters although bias=True",
     "zero_state_default_dtype": "the omitted initial state is made in torch's default dtype, "
                                 "not the input's",

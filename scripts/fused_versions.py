@@ -10,7 +10,9 @@ number remembered from another day).
     .venv/bin/python scripts/fused_versions.py HEAD~1 HEAD --backward
 
 Workloads are the goals preset's: (a) T=100 B=32 H=256 on 2 threads, (b) T=50 B=64 H=512 on 2
-threads, (c) T=25 B=1 H=128 on 1 thread (forward only). Time on a quiet machine.
+threads, (c) T=25 B=1 H=128 on 1 thread (forward only). Time on a quiet machine. The kernels of
+every revision are called through today's fused.py, so the revisions must share its interface
+(`forward` and `backward` with today's arguments).
 """
 from __future__ import annotations
 
@@ -32,13 +34,13 @@ WORKLOADS = {"a": (100, 32, 256, 2), "b": (50, 64, 512, 2), "c": (25, 1, 128, 1)
 NATIVE = {"rnn": torch.nn.RNN, "lstm": torch.nn.LSTM, "gru": torch.nn.GRU}
 
 
-def build(revision: str, folder: Path):
+def build(revision: str, index: int, folder: Path):
     """The kernels of `revision` as an extension module; SystemExit if git has no such file."""
     shown = subprocess.run(["git", "show", f"{revision}:impls/fused_kernels.cpp"], cwd=ROOT,
                            capture_output=True, text=True)
     if shown.returncode != 0:
         raise SystemExit(f"fused_versions: no impls/fused_kernels.cpp at {revision!r}")
-    name = "v" + "".join(c if c.isalnum() else "_" for c in revision)
+    name = f"v{index}"
     source = folder / f"{name}.cpp"
     source.write_text(shown.stdout)
     build_dir = folder / name
@@ -79,20 +81,28 @@ def time_versions(kind: str, workload: str, versions: dict, backward: bool, roun
     return samples
 
 
+def _at_least_two(text: str) -> int:
+    rounds = int(text)
+    if rounds < 2:
+        raise argparse.ArgumentTypeError("needs at least 2 rounds (for a spread)")
+    return rounds
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("revisions", nargs="+", help="git revisions, e.g. HEAD~1 HEAD")
     parser.add_argument("--kinds", default="rnn,lstm,gru")
     parser.add_argument("--workloads", default="a,b,c")
     parser.add_argument("--backward", action="store_true", help="time forward+backward")
-    parser.add_argument("--rounds", type=int, default=21)
+    parser.add_argument("--rounds", type=_at_least_two, default=21)
     args = parser.parse_args(argv)
     unknown = set(args.workloads.split(",")) - set(WORKLOADS)
     if unknown or not set(args.kinds.split(",")) <= set(NATIVE):
         raise SystemExit(f"fused_versions: workloads are {', '.join(WORKLOADS)}; kinds "
                          f"{', '.join(NATIVE)}")
     with tempfile.TemporaryDirectory() as folder:
-        versions = {rev: build(rev, Path(folder)) for rev in args.revisions}
+        revisions = list(dict.fromkeys(args.revisions))
+        versions = {rev: build(rev, index, Path(folder)) for index, rev in enumerate(revisions)}
         for kind in args.kinds.split(","):
             for workload in args.workloads.split(","):
                 if args.backward and workload == "c":

@@ -1,11 +1,13 @@
-"""How fast MKL runs the product a recurrent time step does, by the way the work is split.
+"""How fast MKL runs the products an LSTM's forward and backward are made of.
 
 Every thread of an OpenMP team runs `steps` products (rows x inner) @ (inner x cols) in a C++
 loop, with a barrier after each, as a recurrence's time loop would; printed is the time a step
 takes and the GFLOP/s of the team. Plain `sgemm` and MKL's packed GEMM (the weight packed once
 with cblas_sgemm_pack, then cblas_sgemm_compute) side by side, for fused's split of the batch
 between threads and for a split of the hidden units instead (every thread all the rows, a
-share of the columns). The goals' workloads (a) and (b), forward and backward, on two threads:
+share of the columns). Then, with torch.mm, the products over all steps at once at (b): the
+input projection, the input gradient and the two weight gradients. The goals' workloads (a) and
+(b), forward and backward, on two threads:
 
     .venv/bin/python scripts/step_gemm.py
 
@@ -16,7 +18,8 @@ from __future__ import annotations
 import sys
 import tempfile
 
-from torch.utils import cpp_extension
+import torch
+from torch.utils import benchmark, cpp_extension
 
 SOURCE = r"""
 #include <torch/extension.h>
@@ -81,6 +84,26 @@ SHAPES = (
 )
 
 
+# The products over all steps at (b), T=50 B=64 I=H=512 (G = 4H gate rows): name, a, b of a @ b.
+T, B, H = 50, 64, 512
+WHOLE_SEQUENCE = (
+    ("input projection x @ W_ih^T", (T * B, H), (H, 4 * H), False),
+    ("input gradient dgates @ W_ih", (T * B, 4 * H), (4 * H, H), False),
+    ("weight gradient dgates^T @ x", (4 * H, T * B), (T * B, H), True),
+    ("weight gradient dgates^T @ h", (4 * H, T * B), (T * B, H), True),
+)
+
+
+def whole_sequence_seconds(a_shape, b_shape, transposed: bool) -> float:
+    """Median seconds of torch.mm(a, b); `transposed`: a is a transposed view, as the weight
+    gradients read the gate gradients."""
+    a = torch.randn(a_shape[::-1]).t() if transposed else torch.randn(a_shape)
+    timer = benchmark.Timer("torch.mm(a, b)", globals={"torch": torch, "a": a,
+                                                     "b": torch.randn(b_shape)},
+                            num_threads=THREADS)
+    return timer.blocked_autorange(min_run_time=1).median
+
+
 def main() -> int:
     with tempfile.TemporaryDirectory() as folder:
         module = cpp_extension.load_inline("rnnbench_step_gemm", cpp_sources=SOURCE,
@@ -94,6 +117,11 @@ def main() -> int:
                 cells.append(f"{'packed' if packed else 'sgemm'} {seconds * 1e6:6.1f} us "
                              f"({gflops:3.0f} GFLOP/s)")
             print(f"{label:26s} {'   '.join(cells)}", flush=True)
+    for label, a_shape, b_shape, transposed in WHOLE_SEQUENCE:
+        seconds = whole_sequence_seconds(a_shape, b_shape, transposed)
+        gflops = 2 * a_shape[0] * a_shape[1] * b_shape[1] / seconds / 1e9
+        print(f"(b) {label:32s} torch.mm {seconds * 1e3:6.2f} ms ({gflops:3.0f} GFLOP/s)",
+              flush=True)
     return 0
 
 

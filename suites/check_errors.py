@@ -22,7 +22,6 @@ from rnnbench.reference import Config
 from rnnbench.reference.kinds import kind_of
 from rnnbench.suites.cases import Case
 from rnnbench.suites.results import Finding
-from rnnbench.suites.trial import nest_hx
 
 REJECTIONS = (ValueError, RuntimeError, TypeError)
 
@@ -62,13 +61,15 @@ def _too_few_axes(cfg: Config, shape: tuple) -> tuple:
 @dataclass(frozen=True)
 class WrongInput:
     """One way to get an input wrong: `change` maps the valid shapes (input, h0[, c0]) to wrong
-    ones; `dtype`, where set, is the dtype of the wrong tensors (else the module's)."""
+    ones; `other_dtype`: the wrong tensors are in the other of float32 and float64 than the
+    module's; `accepted`: the diagnosis of a module that accepts them."""
 
     name: str
     description: str
     change: Callable[[Config, dict], dict]
     applies: Callable[[Case], bool] = lambda case: True
-    dtype: str | None = None
+    other_dtype: bool = False
+    accepted: str = "silent_broadcast"
 
     @property
     def features(self) -> tuple[str, ...]:
@@ -96,8 +97,9 @@ WRONG_INPUT_SHAPES = (
                lambda cfg, s: {**s, "input": _too_few_axes(cfg, s["input"])}),
 )
 
-INPUT_DTYPE = WrongInput("input-dtype", "float32 input to a float64 model", lambda cfg, s: s,
-                         dtype="float32")
+INPUT_DTYPE = WrongInput("input-dtype", "input in another dtype than the module's",
+                         lambda cfg, s: s, other_dtype=True, accepted="input_dtype_accepted")
+OTHER_DTYPE = {"float32": "float64", "float64": "float32"}
 
 WRONG_INPUTS = (
     *WRONG_INPUT_SHAPES,
@@ -143,9 +145,12 @@ def check_rejected(subject, case, wrong: WrongInput, dtype: str = "float32") -> 
     module = subject.build(cfg, dtype)
 
     def run(shapes: dict, dtype: str = dtype):
-        tensors = {name: subject.tensor(rng.normal(size=shapes[name]), dtype) for name in names}
-        hx = nest_hx(cfg, {name: tensors[name] for name in names[1:]}) if names[1:] else None
-        return module(tensors["input"], hx) if hx is not None else module(tensors["input"])
+        # The state as every kind takes it (torch.nn's included): one tensor, or a tuple in the
+        # spec's order.
+        x, *states = (subject.tensor(rng.normal(size=shapes[name]), dtype) for name in names)
+        if not states:
+            return module(x)
+        return module(x, states[0] if len(states) == 1 else tuple(states))
 
     try:
         run(valid)
@@ -153,13 +158,13 @@ def check_rejected(subject, case, wrong: WrongInput, dtype: str = "float32") -> 
         raise Finding(f"the valid input ({_shown(names, valid)}) raised {one_line(exc)} as well, "
                       "so rejecting the wrong one proves nothing", "rejects_valid_input") from exc
     try:
-        run(shapes, wrong.dtype or dtype)
+        run(shapes, OTHER_DTYPE[dtype] if wrong.other_dtype else dtype)
     except REJECTIONS as exc:
         return {"raised": type(exc).__name__}
     except Exception as exc:
         raise Finding(f"{wrong.description} ({_shown(names, shapes)}) raised {one_line(exc)}, "
                       f"expected {rejection_names()}", "wrong_exception_type") from exc
-    raise Finding(f"{wrong.description} ({_shown(names, shapes)}) was accepted", "silent_broadcast")
+    raise Finding(f"{wrong.description} ({_shown(names, shapes)}) was accepted", wrong.accepted)
 
 
 def _shown(names, shapes) -> str:

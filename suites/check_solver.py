@@ -66,13 +66,14 @@ SMALL = ImplicitConfig(3, 5, 6, 2)
 EXACT = SMALL.replace(tol=1e-12, max_iter=10_000)
 _case = partial(SpecCase, h0=False)  # the model takes no initial state
 CASES = {case.name: case for case in (
-    _case("small", SMALL, batch=4, steps=7, only=("parameters", "forward", "gradients", "errors")),
+    _case("small", SMALL, batch=4, steps=7,
+          only=("parameters", "shapes", "forward", "gradients", "errors")),
     _case("rescaled", SMALL, batch=4, steps=7, adjust=rescaled, only=("forward",)),
     _case("small-exact", EXACT, batch=4, steps=7, only=("forward", "gradients")),
     _case("rescaled-exact", EXACT, batch=4, steps=7, adjust=rescaled, only=("gradients",)),
     _case("slow", SMALL, batch=4, steps=5, adjust=slow, only=("forward",)),
     _case("documented-example", ImplicitConfig(1, 128, 64, 1), batch=100, steps=60,
-         only=("init", "shapes")),
+         only=("init",)),
     # The solver's own checks: none of the generic ones run on these.
     _case("triangular", SMALL, batch=3, steps=4, adjust=triangular, only=("solver",)),
     # One step with n = h = q, so that C, D and the head can be identities (see solver_residual).

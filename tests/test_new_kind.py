@@ -21,6 +21,7 @@ from rnnbench.reference.kinds import KindSpec
 from rnnbench.reports.load import load_inputs
 from rnnbench.reports.render import render_report
 from rnnbench.suites import run_checks
+from rnnbench.suites.check_errors import INPUT_DTYPE, WRONG_INPUT_SHAPES
 from rnnbench.suites.check_spec import SpecCase, register_kind
 
 
@@ -82,7 +83,8 @@ DIAG = KindSpec(
     flops=lambda cfg, batch, steps, input_gemm=True: 2 * batch * steps * cfg.hidden_size * cfg.input_size,
     tokens=lambda cfg, batch, steps: batch * steps, features=lambda cfg: {})
 register_kind(DIAG, (SpecCase("small", DiagConfig(3, 5), batch=4, steps=6),
-                     SpecCase("no-state", DiagConfig(2, 7), batch=3, steps=4, h0=False)))
+                     SpecCase("no-state", DiagConfig(2, 7), batch=3, steps=4, h0=False)),
+              wrong_inputs=(*WRONG_INPUT_SHAPES, INPUT_DTYPE))
 
 
 class DiagRNN(nn.Module):
@@ -93,6 +95,8 @@ class DiagRNN(nn.Module):
         self.weight = nn.Parameter(torch.empty(hidden_size, input_size).uniform_(-bound, bound))
 
     def forward(self, x, h=None):
+        if x.dim() != 3 or x.dtype != self.a.dtype:
+            raise ValueError(f"expected a 3-D {self.a.dtype} input, got {x.dim()}-D {x.dtype}")
         h = x.new_zeros(x.shape[1], self.a.shape[0]) if h is None else h
         outputs = []
         for x_t in x:
@@ -106,9 +110,15 @@ class DiagForgetsA(DiagRNN):
         return super().forward(x, None)  # the given state ignored
 
 
+class DiagConvertsInput(DiagRNN):
+    def forward(self, x, h=None):
+        return super().forward(x.to(self.a.dtype), h)  # any dtype silently converted
+
+
 def test_the_generic_checks_run_on_a_new_kind_and_pass_a_right_implementation():
     results = run_checks(Implementation("diag-right", {"diag": DiagRNN}))
-    assert {r.check.split("/")[0] for r in results} >= {"parameters", "init", "forward", "gradients"}
+    assert {r.check.split("/")[0] for r in results} >= {
+        "parameters", "init", "forward", "gradients", "error-input-size", "error-input-dtype"}
     assert all(r.outcome == "passed" for r in results), [(r.check, r.message) for r in results]
 
 
@@ -116,6 +126,13 @@ def test_the_generic_checks_fail_a_wrong_implementation_of_the_new_kind():
     results = run_checks(Implementation("diag-wrong", {"diag": DiagForgetsA}))
     failed = {r.check for r in results if r.outcome == "failed"}
     assert "forward/small" in failed and "forward/no-state" not in failed
+
+
+def test_the_error_checks_of_the_new_kind_name_an_input_dtype_converted():
+    results = run_checks(Implementation("diag-converts", {"diag": DiagConvertsInput}))
+    failed = {(r.check, r.diagnosis) for r in results if r.outcome != "passed"}
+    assert failed == {("error-input-dtype/small", "input_dtype_accepted"),
+                      ("error-input-dtype/no-state", "input_dtype_accepted")}
 
 
 def test_a_benchmark_workload_and_the_report_run_on_the_new_kind(tmp_path):

@@ -286,9 +286,9 @@ def speedup_table(results: list[dict]) -> str:
             continue
         key = (r.impl, r.metric)
         ratio = vs_native(r, base)
-        if ratio is None:
+        if r.conforms is False or base.conforms is False:
             excluded[key] = excluded.get(key, 0) + 1
-        else:
+        elif ratio is not None:
             groups.setdefault(key, []).append((ratio, base, r))
     rows = []
     for key in dict.fromkeys([*groups, *excluded]):

@@ -17,8 +17,8 @@ import torch
 
 from rnnbench import reference
 from rnnbench.reference.numerics import nest_outputs, state_grad_names
-from rnnbench.suites.compare import (SAMPLE_VALUES, agreement, first_mismatch,
-                                     require_gradients_close, summary)
+from rnnbench.suites.compare import (SAMPLE_VALUES, require_gradients_close,
+                                     require_outputs_close)
 from rnnbench.suites.diagnoses import diagnose
 from rnnbench.suites.divergence import locate
 from rnnbench.suites.layers import time_major
@@ -109,14 +109,14 @@ def compare_forward(trial: Trial, observed: dict) -> dict:
     """Compare with the reference; Finding with numbers, divergence and diagnosis if it differs."""
     expected = trial.expected()
     tol = trial.tolerance()
-    wrong = first_mismatch(observed, expected, tol)
-    if wrong is None:
-        return agreement(observed, expected, tol)
-    name, numbers = wrong
-    numbers.update(locate(trial, observed, expected, tol))
-    if name == "output" and numbers.get("timestep") is not None:
-        numbers.update(_at_divergence(trial, observed, expected, numbers))
-    raise Finding(summary(name, numbers), diagnose(trial, observed), **numbers)
+
+    def explain(name: str, numbers: dict) -> str | None:
+        numbers.update(locate(trial, observed, expected, tol))
+        if name == "output" and numbers.get("timestep") is not None:
+            numbers.update(_at_divergence(trial, observed, expected, numbers))
+        return diagnose(trial, observed)
+
+    return require_outputs_close(observed, expected, tol, explain)
 
 
 def _at_divergence(trial: Trial, observed: dict, expected: dict, numbers: dict) -> dict:

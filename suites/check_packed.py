@@ -22,7 +22,7 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 from rnnbench import reference
 from rnnbench.reference import io_shapes
 from rnnbench.reference.numerics import output_names
-from rnnbench.suites.compare import agreement, first_mismatch, require_gradients_close, summary
+from rnnbench.suites.compare import require_gradients_close, require_outputs_close
 from rnnbench.suites.results import Finding
 from rnnbench.suites.subject import call, spec_parameters, to_numpy
 from rnnbench.suites.trial import Trial, nest_hx
@@ -98,12 +98,12 @@ def compare_packed(trial: PackedTrial, observed: dict) -> dict:
 
     expected = trial.packed_expected()
     tol = trial.tolerance()
-    wrong = first_mismatch(observed, expected, tol)
-    if wrong is None:
-        return agreement(observed, expected, tol)
-    name, numbers = wrong
-    numbers.update(_where(name, observed[name], expected[name], tol, trial.lengths))
-    raise Finding(summary(name, numbers), diagnose_packed(trial, observed, expected, tol), **numbers)
+
+    def explain(name: str, numbers: dict) -> str | None:
+        numbers.update(_where(name, observed[name], expected[name], tol, trial.lengths))
+        return diagnose_packed(trial, observed, expected, tol)
+
+    return require_outputs_close(observed, expected, tol, explain)
 
 
 def _where(name: str, actual, expected, tol, lengths) -> dict:

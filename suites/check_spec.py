@@ -27,7 +27,7 @@ import torch
 from rnnbench.reference import Uniform
 from rnnbench.reference.kinds import KindSpec, kind_of, register
 from rnnbench.suites import check_errors
-from rnnbench.suites.compare import first_mismatch, require_gradients_close, summary
+from rnnbench.suites.compare import require_gradients_close, require_outputs_close
 from rnnbench.suites.kinds import SuiteKind, register_suite_kind, suite_kind
 from rnnbench.suites.results import Finding
 from rnnbench.suites.statistics import ALPHA
@@ -318,12 +318,8 @@ def check_forward(subject, case: SpecCase, dtype: str) -> dict:
     run = Run(subject, case, dtype, "forward")
     observed = {name: to_numpy(t) for name, t in _call_unmodified(run).items()}
     expected = run.spec.forward(run.config, run.params, run.x, run.hx)
-    tol = run.tolerance()
-    wrong = first_mismatch(observed, expected, tol)
-    if wrong:
-        name, numbers = wrong
-        raise Finding(summary(name, numbers), run.diagnosis(observed, expected), **numbers)
-    return {"tol": tol.atol}
+    return require_outputs_close(observed, expected, run.tolerance(),
+                                 lambda name, numbers: run.diagnosis(observed, expected))
 
 
 def check_gradients(subject, case: SpecCase, dtype: str) -> dict:

@@ -1,6 +1,8 @@
 """Comparing arrays with a `Tolerance` from the spec, NaN-safe, with the numbers a report needs."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from rnnbench.reference import Tolerance
@@ -83,6 +85,21 @@ def agreement(observed: dict, expected: dict, tol: Tolerance) -> dict[str, float
     and the tolerance's atol."""
     return {"max_abs": max(difference(observed[n], expected[n], tol)["max_abs"] for n in expected),
             "tol": tol.atol}
+
+
+def require_outputs_close(observed: dict, expected: dict, tol: Tolerance,
+                          explain: Callable[[str, dict], str | None]) -> dict[str, float]:
+    """`agreement` when every output in `expected` is within `tol`; else a Finding for the first
+    one that is not, with its numbers. `explain(name, numbers)` adds where it differs to
+    `numbers` and returns the diagnosis (or None)."""
+    from rnnbench.suites.results import Finding
+
+    wrong = first_mismatch(observed, expected, tol)
+    if wrong is None:
+        return agreement(observed, expected, tol)
+    name, numbers = wrong
+    diagnosis = explain(name, numbers)
+    raise Finding(summary(name, numbers), diagnosis, **numbers)
 
 
 def require_gradients_close(observed: dict, expected: dict,

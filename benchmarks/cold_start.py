@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 
 from rnnbench.benchmarks.workloads import Workload
-from rnnbench.impls.registry import one_line
+from rnnbench.errors import one_line
 
 STEPS = (25, 100, 1000)
 TIMEOUT_S = 600.0

@@ -33,7 +33,7 @@ from rnnbench.benchmarks.timing import (RepeatPolicy, gemm_peak, measure, measur
 from rnnbench.benchmarks.workloads import BACKWARD_METRICS, Workload
 from rnnbench.environment import capture
 from rnnbench.impls.base import Implementation
-from rnnbench.impls.registry import one_line
+from rnnbench.errors import one_line
 from rnnbench.documents import BASELINE, BENCH_SCHEMA
 
 MAX_WARNINGS = 3

@@ -2,9 +2,9 @@
 
 Before a workload is timed, every implementation runs one forward pass on the workload's own
 configuration at a small batch and length (at most PRECHECK_BATCH and PRECHECK_STEPS), in the
-workload's dtype, compared with the float64 reference by the conformance suite's own forward
-check of the workload's kind (`rnnbench.suites.kinds`), so it applies exactly the suite's
-tolerance policy and diagnoses. It runs in the grad mode the workload times first (no_grad when
+workload's dtype (or the one dtype the kind's checks run in), compared with the float64
+reference by the conformance suite's own forward check, with the kind's suite record, so it
+applies exactly the suite's tolerance policy and diagnoses. It runs in the grad mode the workload times first (no_grad when
 the workload times `forward`), so compiled implementations build the graph the timing reuses.
 
 It runs without an initial state, as the timed calls do. The verdict is `conforms`: True, False (the numbers are wrong: the implementation is still
@@ -23,7 +23,7 @@ import torch
 
 from rnnbench.benchmarks.workloads import Workload
 from rnnbench.impls.base import Implementation
-from rnnbench.impls.registry import one_line
+from rnnbench.errors import one_line
 
 PRECHECK_BATCH = 3
 # 20 steps: a chunk of 16 and one of 4 in compile's chunking, so every compiled path is run.
@@ -41,19 +41,19 @@ class Conformance:
 def forward_conformance(impl: Implementation, workload: Workload, device: str = "cpu",
                         seed: int = 0) -> Conformance:
     """Compare one forward pass of `impl` on `workload`'s configuration with the reference."""
+    from rnnbench.suites.cases import Case
+    from rnnbench.suites.catalogue import suite_kind
+    from rnnbench.suites.check_numerics import check_forward
     from rnnbench.suites.results import Finding, NotSupported
     from rnnbench.suites.subject import Subject
 
-    from rnnbench.suites.kinds import suite_kind
-
     cfg = workload.config
-    checker = suite_kind(workload.kind)
-    dtype = checker.dtype or workload.dtype
+    suite = suite_kind(workload.kind)
+    dtype = suite.dtypes[0] if len(suite.dtypes) == 1 else workload.dtype
     # No initial state, as the timed calls pass none: the same code path is checked (and
     # compiled implementations build the graphs the timing then reuses).
-    case = checker.make_case(f"{workload.name}-precheck", cfg, min(workload.batch, PRECHECK_BATCH),
-                             min(workload.steps, PRECHECK_STEPS))
-    check = lambda subject: checker.forward_check(subject, case, dtype)  # noqa: E731
+    case = Case(f"{workload.name}-precheck", cfg, min(workload.batch, PRECHECK_BATCH),
+                min(workload.steps, PRECHECK_STEPS), h0=False)
     missing = impl.missing_features(cfg, dtype=dtype, device=torch.device(device).type)
     if missing:
         return Conformance(None, f"not checked: needs {', '.join(missing)}, which "
@@ -63,7 +63,7 @@ def forward_conformance(impl: Implementation, workload: Workload, device: str = 
     try:
         with grad_mode, warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            check(Subject(impl, workload.kind, device, seed))
+            check_forward(Subject(impl, workload.kind, device, seed, suite), case, dtype)
     except Finding as finding:
         return Conformance(False, finding.message + _diagnosis(finding.diagnosis))
     except NotSupported as exc:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from rnnbench.errors import IMPORT_FAILURES, one_line
 from rnnbench.impls.adapt import adapt
 from rnnbench.reference.kinds import kind_of
 
@@ -89,8 +90,6 @@ class Implementation:
     def unavailable_reason(self) -> str | None:
         """None when this implementation can run here, else why not. An availability check that
         raises makes that the reason: finding out must never crash the harness."""
-        from rnnbench.impls.registry import IMPORT_FAILURES, one_line  # registry imports this module
-
         try:
             return self.availability()
         except IMPORT_FAILURES as exc:

@@ -16,8 +16,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from rnnbench.errors import UsageError
-from rnnbench.findings import strip_addresses
+from rnnbench.errors import IMPORT_FAILURES, UsageError, one_line
 from rnnbench.impls.base import Implementation
 from rnnbench.reference.kinds import KINDS
 
@@ -25,8 +24,6 @@ from rnnbench.reference.kinds import KINDS
 BUILTINS = ("native", "eager", "torchscript", "compile", "fused", "onnxruntime", "implicit",
             "triton")
 ENTRY_POINT_GROUP = "rnnbench.impls"
-# What importing someone else's code may raise; SystemExit too, as a script may call sys.exit.
-IMPORT_FAILURES = (Exception, SystemExit)
 
 
 def registered() -> dict[str, Implementation]:
@@ -139,15 +136,3 @@ def _from_entry_point(entry_point) -> Implementation:
 def _unavailable(name: str, reason: str) -> Implementation:
     return Implementation(name=name, kinds={}, description="(could not be loaded)",
                           availability=lambda: reason)
-
-
-def one_line(exc: BaseException) -> str:
-    """An exception as one line: its type and the first line of its message, then the exception
-    that caused it (a wrapper's message often hides the real one), without object addresses,
-    which differ from run to run."""
-    lines = str(exc).strip().splitlines()
-    text = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
-    cause = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
-    if cause is not None and cause is not exc:
-        text += f" (caused by {one_line(cause)})"
-    return strip_addresses(text)

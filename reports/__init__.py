@@ -9,9 +9,9 @@ Names are imported on first use, so `rnnbench compare` does not pay for importin
 import importlib
 
 _EXPORTS = {
-    "compare": ("Change", "compare_runs", "format_changes", "gating", "parse_threshold"),
+    "regression": ("Change", "compare_runs", "format_changes", "gating", "parse_threshold"),
     "load": ("detect_format", "load_file", "load_inputs"),
-    "model": ("Check", "Duplicate", "Results", "Source", "Timing", "Unplaced"),
+    "records": ("Check", "Duplicate", "Results", "Source", "Timing", "Unplaced"),
     "render": ("render_report",),
     "runs": ("Run", "side_by_side"),
 }

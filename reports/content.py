@@ -170,7 +170,7 @@ def _conformance_summary(results: Results, impl: str, run: runs.Run) -> str:
     if not bad:
         return (f"conforms{case_list}{cut} ({counts['passed']} checks)" if counts["passed"]
                 else f"nothing applicable{case_list}")
-    causes = len(group_failures(_as_dicts(checks)))
+    causes = len(group_failures(checks))
     return (f"DOES NOT CONFORM{case_list}{cut} ({bad} of {len(checks)} checks fail, "
             f"{causes} cause{'s' * (causes != 1)})")
 
@@ -328,15 +328,15 @@ def _failures(checks: list[Check], label) -> list:
     total = 0
     for name in dict.fromkeys(label(c) for c in checks):
         mine = [c for c in checks if label(c) == name]
-        for group in group_failures(_as_dicts(mine)):
+        for group in group_failures(mine):
             example = group.example
-            outcomes = Counter(r["outcome"] for r in group.results)
+            outcomes = Counter(r.outcome for r in group.results)
             cause = group.sentence + (f" ({group.diagnosis})" if group.diagnosis else "")
             rows.append([name, cause, str(group.count),
                          ", ".join(f"{n} {o}" for o, n in outcomes.items()),
                          ", ".join(group.kinds),
-                         f"{example['kind']} {example['check']}: {example['message']}"
-                         + (f" [{_numbers(example['numbers'])}]" if example["numbers"] else "")])
+                         f"{example.kind} {example.check}: {example.message}"
+                         + (f" [{_numbers(example.numbers)}]" if example.numbers else "")])
             total += group.count
     if not rows:
         return []
@@ -345,11 +345,6 @@ def _failures(checks: list[Check], label) -> list:
                   f"{total} failing check(s) in {len(rows)} cause(s), most fundamental first "
                   "per implementation; a later cause is often a consequence of an earlier one. "
                   "Every check is in the input JSON.")]
-
-
-def _as_dicts(checks: list[Check]) -> list[dict]:
-    return [{"check": c.check, "kind": c.kind, "outcome": c.outcome, "message": c.message,
-             "diagnosis": c.diagnosis, "numbers": c.numbers} for c in checks]
 
 
 def _declarations(results: Results) -> list[Table]:

@@ -25,8 +25,8 @@ from pathlib import Path
 from rnnbench.benchmarks.result import MEASURED, InvalidResult
 from rnnbench.errors import UsageError
 from rnnbench.reports.records import SIZE_FIELDS, Check, Duplicate, Results, Source, Timing, Unplaced
-from rnnbench.documents import (BENCH_SCHEMA, BENCH_SCHEMAS, CONFORMANCE_SCHEMA, OUTCOMES,
-                              read_json)
+from rnnbench.documents import BENCH_SCHEMA, BENCH_SCHEMAS, CONFORMANCE_SCHEMA, read_json
+from rnnbench.suites.results import ConformanceRun
 
 ASV_RESULTS_VERSION = 2          # asv 0.6's results file format
 ASV_METADATA_FILES = ("machine.json", "benchmarks.json")
@@ -131,37 +131,21 @@ def _load_folder(folder: Path, seen: _Seen) -> Results:
 # --- rnnbench's own formats ---------------------------------------------------------------
 
 def _load_conformance(path: Path, data: dict) -> Results:
-    environment = _dict_field(data, "environment")
-    impl = _required_str(data, "target")
-    device = data.get("device") or environment.get("device") or ""
-    settings = {name: data[name] for name in ("device", "quick", "seed", "kinds")
-                if data.get(name) is not None}
-    unplaced = []
-    declared = {}
-    for name in ("not_supported_features", "param_map"):
-        value = data.get(name)
-        if value is not None and not isinstance(value, dict):
-            unplaced.append((name, f"{name!r} is not an object", _brief(value)))
-        declared[name] = {str(k): str(v) for k, v in _dict_or_empty(value).items()}
-    source = Source(str(path), "conformance", _hostname(environment), environment, target=impl,
-                    interrupted=data.get("interrupted") is True, error=str(data.get("error") or ""),
-                    quick=data.get("quick") is True, settings=settings, **declared)
-    results = Results(sources=[source],
-                      unplaced=[Unplaced(source, *item) for item in unplaced])
-    for i, item in enumerate(_list_field(data, "results")):
-        try:
-            outcome = _required_str(item, "outcome")
-            if outcome not in OUTCOMES:
-                raise _Skip(f"unknown outcome {outcome!r} (known: {', '.join(OUTCOMES)})")
-            results.checks.append(Check(
-                source=source, impl=impl, device=str(device),
-                kind=_required_str(item, "kind"), check=_required_str(item, "check"),
-                category=_required_str(item, "category"), case=str(item.get("case") or ""),
-                outcome=outcome, message=str(item.get("message") or ""),
-                diagnosis=item.get("diagnosis") or None,
-                numbers=item.get("numbers") if isinstance(item.get("numbers"), dict) else {}))
-        except _Skip as exc:
-            results.unplaced.append(Unplaced(source, f"results[{i}]", str(exc), _brief(item)))
+    unread = []
+    try:
+        run = ConformanceRun.from_json(data, unread)
+    except ValueError as exc:
+        raise _Skip(str(exc)) from None
+    environment = run.environment or {}
+    settings = {"device": run.device, "quick": run.quick, "seed": run.seed, "kinds": run.kinds}
+    source = Source(str(path), "conformance", _hostname(environment), environment,
+                    target=run.target, interrupted=run.interrupted, error=run.error,
+                    quick=run.quick, settings=settings,
+                    not_supported_features=run.not_supported_features, param_map=run.param_map)
+    results = Results(sources=[source], unplaced=[
+        Unplaced(source, f"results[{index}]", reason, _brief(item)) for index, reason, item in unread])
+    results.checks += [Check(**vars(result), source=source, impl=run.target, device=run.device)
+                       for result in run.results]
     return results
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rnnbench.benchmarks.result import BenchResult
+from rnnbench.suites.results import CheckResult
 
 # Sizes a timing may carry; the scaling curves vary one of them with the others fixed.
 SIZE_FIELDS = ("steps", "batch", "input_size", "hidden_size", "num_layers")
@@ -50,21 +51,14 @@ class Source:
         return self.machine_check.get("busy") is True
 
 
-@dataclass(frozen=True)
-class Check:
-    """One conformance check result of one implementation."""
+@dataclass(kw_only=True)
+class Check(CheckResult):
+    """One conformance check result as the report has it: a `CheckResult` of implementation
+    `impl` on `device`, and the file it came from."""
 
     source: Source
     impl: str
     device: str
-    kind: str
-    check: str
-    category: str
-    case: str
-    outcome: str
-    message: str = ""
-    diagnosis: str | None = None
-    numbers: dict = field(default_factory=dict, compare=False, hash=False)
 
 
 @dataclass(kw_only=True)

@@ -1,5 +1,25 @@
-"""The one exception type the CLI turns into a one-line message and exit code 2."""
+"""The exception type the CLI turns into a one-line message and exit code 2, and how any
+exception is said in one line."""
+from __future__ import annotations
+
+from rnnbench.findings import strip_addresses
+
+# What importing or calling someone else's code may raise; SystemExit too, as a script may call
+# sys.exit.
+IMPORT_FAILURES = (Exception, SystemExit)
 
 
 class UsageError(Exception):
     """A user input is wrong (a target, a kind, a file, an option); the message says which."""
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as one line: its type and the first line of its message, then the exception
+    that caused it (a wrapper's message often hides the real one), without object addresses,
+    which differ from run to run."""
+    lines = str(exc).strip().splitlines()
+    text = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    cause = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
+    if cause is not None and cause is not exc:
+        text += f" (caused by {one_line(cause)})"
+    return strip_addresses(text)

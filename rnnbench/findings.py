@@ -110,40 +110,41 @@ class FindingGroup:
     """Failed or errored results that share one root cause.
 
     `cause` is the diagnosis id, or the normalised message when no diagnosis was named;
-    `results` are the conformance result dicts it explains, in their run order."""
+    `results` are the check results it explains (`CheckResult`s, or anything with their
+    attributes), in their run order."""
 
     cause: str
     diagnosis: str | None
-    results: tuple[Mapping, ...]
+    results: tuple
 
     @property
     def count(self) -> int:
         return len(self.results)
 
     @property
-    def example(self) -> Mapping:
+    def example(self):
         """The result that shows the cause best: the most fundamental check it explains."""
-        return min(self.results, key=lambda r: _check_rank(r["check"]))
+        return min(self.results, key=lambda r: _check_rank(r.check))
 
     @property
     def sentence(self) -> str:
         """What is wrong, in words: the diagnosis' sentence, or the example's message."""
         if self.diagnosis:
             return DIAGNOSES.get(self.diagnosis, self.diagnosis)
-        return strip_addresses(self.example.get("message") or "")
+        return strip_addresses(self.example.message or "")
 
     @property
     def kinds(self) -> list[str]:
-        return list(dict.fromkeys(r["kind"] for r in self.results))
+        return list(dict.fromkeys(r.kind for r in self.results))
 
     @property
     def rank(self) -> tuple:
-        messages = [r.get("message") or "" for r in self.results]
+        messages = [r.message or "" for r in self.results]
         if any(_CANNOT_CONSTRUCT.match(m) for m in messages):
             return (-1, -self.count)
         if all(m.startswith("not run:") for m in messages):  # a consequence of other findings
             return (len(FUNDAMENTAL_ORDER) + 1, -self.count)
-        return (_check_rank(self.example["check"]), -self.count)
+        return (_check_rank(self.example.check), -self.count)
 
 
 def strip_addresses(message: str) -> str:
@@ -151,20 +152,20 @@ def strip_addresses(message: str) -> str:
     return _ADDRESS.sub("", message)
 
 
-def cause_of(result: Mapping) -> str:
+def cause_of(result) -> str:
     """The grouping key of one failed result: its diagnosis, else its normalised message."""
-    if result.get("diagnosis"):
-        return str(result["diagnosis"])
-    return _NUMBER.sub("#", strip_addresses(result.get("message") or ""))
+    if result.diagnosis:
+        return str(result.diagnosis)
+    return _NUMBER.sub("#", strip_addresses(result.message or ""))
 
 
-def group_failures(results: Iterable[Mapping]) -> list[FindingGroup]:
+def group_failures(results: Iterable) -> list[FindingGroup]:
     """The failed and errored results grouped by root cause, most fundamental first."""
-    groups: dict[str, list[Mapping]] = {}
+    groups: dict[str, list] = {}
     for result in results:
-        if result["outcome"] in ("failed", "error"):
+        if result.outcome in ("failed", "error"):
             groups.setdefault(cause_of(result), []).append(result)
-    found = [FindingGroup(cause, members[0].get("diagnosis") or None, tuple(members))
+    found = [FindingGroup(cause, members[0].diagnosis or None, tuple(members))
              for cause, members in groups.items()]
     return sorted(found, key=lambda group: group.rank)
 
@@ -177,19 +178,19 @@ def _check_rank(check_id: str) -> int:
     return len(FUNDAMENTAL_ORDER)
 
 
-def unsupported_features(results: Iterable[Mapping]) -> dict[str, dict]:
+def unsupported_features(results: Iterable) -> dict[str, dict]:
     """What the not-supported results skipped, once per feature: feature -> {"reason", "checks",
     "kinds"}. A result skipped for a reason other than a feature is listed under its message."""
     found: dict[str, dict] = {}
     for result in results:
-        if result["outcome"] != "not_supported":
+        if result.outcome != "not_supported":
             continue
-        features = (result.get("numbers") or {}).get("features")
+        features = (result.numbers or {}).get("features")
         if not isinstance(features, Mapping):
-            features = {strip_addresses(result.get("message") or "not supported"): ""}
+            features = {strip_addresses(result.message or "not supported"): ""}
         for feature, reason in features.items():
             entry = found.setdefault(feature, {"reason": reason, "checks": 0, "kinds": []})
             entry["checks"] += 1
-            if result["kind"] not in entry["kinds"]:
-                entry["kinds"].append(result["kind"])
+            if result.kind not in entry["kinds"]:
+                entry["kinds"].append(result.kind)
     return found

@@ -22,13 +22,12 @@ import torch
 from tabulate import tabulate
 
 from rnnbench.impls import load
-from rnnbench.suites.cases import CASES
-from rnnbench.suites.checks import CHECKS
+from rnnbench.suites.catalogue import checks_of
 from rnnbench.suites.check_numerics import forward_for_gradients, gradients, observe
+from rnnbench.suites.kinds import HALF_DTYPES
+from rnnbench.suites.run import Run
 from rnnbench.suites.subject import Subject, to_numpy
-from rnnbench.suites.trial import Trial
-
-HALF_DTYPES = ("bfloat16", "float16")
+from rnnbench.suites.torch_nn import CASES
 
 
 def worst_excess(observed: dict, expected: dict, tol) -> float:
@@ -39,20 +38,20 @@ def worst_excess(observed: dict, expected: dict, tol) -> float:
 def measure(impl, case, dtype: str, seed: int, device: str) -> tuple[float, float]:
     """(forward, gradient) error-to-allowance ratios of `impl` for one case and seed."""
     subject = Subject(impl, case.kind, device, seed)
-    trial = Trial(subject, case, dtype, "forward")
-    forward = worst_excess(observe(trial), trial.expected(), trial.tolerance())
-    trial = Trial(subject, case, dtype, "gradients", train=True)
-    outputs, leaves, stored = forward_for_gradients(trial)
+    run = Run(subject, case, dtype, "forward")
+    forward = worst_excess(observe(run), run.expected(), run.tolerance())
+    run = Run(subject, case, dtype, "gradients", train=True)
+    outputs, leaves, stored = forward_for_gradients(run)
     forward = max(forward, worst_excess({n: to_numpy(t) for n, t in outputs.items()},
-                                        trial.expected(), trial.tolerance()))
-    observed, expected = gradients(trial, outputs, leaves, stored)
-    return forward, worst_excess(observed, expected, trial.tolerance(gradient=True))
+                                        run.expected(), run.tolerance()))
+    observed, expected, _ = gradients(run, outputs, leaves, stored)
+    return forward, worst_excess(observed, expected, run.tolerance(gradient=True))
 
 
 def judged_gradients(case, dtype: str) -> bool:
     """Whether the catalogue's gradient check in `dtype` runs on `case` (relu's does not in half
-    precision; see rnnbench.suites.checks)."""
-    (check,) = [c for c in CHECKS if c.category == "gradients" and c.dtype == dtype]
+    precision; see rnnbench.suites.catalogue)."""
+    (check,) = [c for c in checks_of(case.kind) if c.category == "gradients" and c.dtype == dtype]
     return check.applies(case)
 
 

@@ -3,12 +3,13 @@
 Public API:
 
 - `conform(target, kinds=None, device="cpu", quick=False, seed=0, timeout_s=60, progress=None)`
-  runs every check of a target in a child process and returns the rnnbench.conformance/1
-  document (`rnnbench conform` is a thin shell over it);
+  runs every check of a target in a child process and returns its `ConformanceRun` document
+  (`rnnbench conform` is a thin shell over it);
 - `run_checks(impl, kinds=None, device="cpu", quick=False, seed=0, progress=None)` runs them in
   this process and returns a list of `CheckResult`;
-- `CheckResult`; `CHECKS` (the catalogue: stable ids, categories, cases); `CASES`,
-  `CONSTRUCTION_CASES`, `DROPOUT_CASES` (the case tables); `DIAGNOSES` (id -> sentence).
+- `CheckResult`, `ConformanceRun`; `all_checks()` (the catalogue: every registered kind's checks,
+  with stable ids, categories, cases) and `CATEGORIES`; `register_kind(spec, suite)` with
+  `SuiteKind` and `Case` to add a kind; `DIAGNOSES` (id -> sentence).
 
 Names are resolved on first use: pytest imports this package for its plugin in every run, and
 that must not cost a torch import.
@@ -19,15 +20,15 @@ import importlib
 
 _EXPORTS = {
     "CheckResult": "rnnbench.suites.results",
-    "OUTCOMES": "rnnbench.suites.results",
+    "ConformanceRun": "rnnbench.suites.results",
     "run_checks": "rnnbench.suites.runner",
     "conform": "rnnbench.suites.isolation",
-    "CHECKS": "rnnbench.suites.checks",
-    "CATEGORIES": "rnnbench.suites.checks",
-    "CASES": "rnnbench.suites.cases",
-    "CONSTRUCTION_CASES": "rnnbench.suites.cases",
-    "DROPOUT_CASES": "rnnbench.suites.cases",
-    "DIAGNOSES": "rnnbench.suites.diagnoses",
+    "all_checks": "rnnbench.suites.catalogue",
+    "CATEGORIES": "rnnbench.suites.catalogue",
+    "Case": "rnnbench.suites.cases",
+    "SuiteKind": "rnnbench.suites.kinds",
+    "register_kind": "rnnbench.suites.kinds",
+    "DIAGNOSES": "rnnbench.findings",
 }
 
 __all__ = sorted(_EXPORTS)

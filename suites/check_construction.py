@@ -1,5 +1,6 @@
-"""Construction: torch.nn's parameter names and shapes, both biases, the dtype/device arguments
-honoured, and invalid arguments rejected as torch.nn rejects them."""
+"""Construction: the spec's parameter names and shapes (every kind's), and for the torch.nn
+family both biases, the dtype/device arguments honoured, and invalid arguments rejected as
+torch.nn rejects them."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -7,10 +8,11 @@ from dataclasses import dataclass
 
 import torch
 
-from rnnbench.impls.registry import one_line
-from rnnbench.reference import KINDS, SEQUENCE_KINDS, Config, io_shapes
-from rnnbench.suites.check_errors import REJECTIONS, rejection_names
+from rnnbench.errors import one_line
 from rnnbench.impls.adapt import UnsupportedArgument
+from rnnbench.reference import Config
+from rnnbench.reference.kinds import kind_of
+from rnnbench.suites.check_errors import REJECTIONS, rejection_names
 from rnnbench.suites.layers import blocks
 from rnnbench.suites.parammap import Piece
 from rnnbench.suites.results import Finding, NotSupported
@@ -18,21 +20,21 @@ from rnnbench.suites.subject import TORCH_DTYPES, call, spec_parameters, spec_st
 
 
 def check_parameters(subject, case) -> dict:
-    """state_dict holds exactly torch.nn's names and shapes, stored in parameters of the default
+    """state_dict holds exactly the spec's names and shapes, stored in parameters of the default
     dtype. Names that differ are one finding, with the map the other checks use instead."""
-    cfg = case.config
-    module = subject.construct(cfg)
-    pmap = subject.param_map(module, cfg)
+    module = subject.construct(case.config)
+    cfg, pmap = subject.layout(module, case.config)
     stored = spec_parameters(module, cfg, pmap)
+    contract = subject.suite.contract
     renamed = {name: pieces for name, pieces in pmap.entries.items()
                if pieces and pieces != (Piece(name),)}
     if renamed:
-        raise Finding(f"state_dict names differ from torch.nn's; the checks read them as: "
+        raise Finding(f"state_dict names differ from {contract}; the checks read them as: "
                       f"{pmap.describe()}", "param_names",
                       param_map={p.describe(): name for name, pieces in renamed.items() for p in pieces})
     extra = [key for key in call("state_dict()", module.state_dict) if key not in pmap.keys()]
     if extra:
-        raise Finding(f"state_dict has entries torch.nn's has not: {', '.join(extra[:4])}",
+        raise Finding(f"state_dict has entries {contract} has not: {', '.join(extra[:4])}",
                       "param_names", parameter=extra[0])
     default = torch.get_default_dtype()
     odd = [name for name, parts in stored.items() if parts[0][0].dtype != default]
@@ -86,27 +88,13 @@ class InvalidArgument:
     at_forward: bool = False
 
 
-INVALID_ARGUMENTS = (
-    InvalidArgument("hidden_size=-1", lambda cfg: {"hidden_size": -1}, KINDS),
-    # torch.nn's cells accept hidden_size=0 (an empty module); its sequence modules do not.
-    InvalidArgument("hidden_size=0", lambda cfg: {"hidden_size": 0}, SEQUENCE_KINDS),
-    InvalidArgument("num_layers=0", lambda cfg: {"num_layers": 0}, SEQUENCE_KINDS),
-    InvalidArgument("dropout=-0.1", lambda cfg: {"dropout": -0.1}, SEQUENCE_KINDS),
-    InvalidArgument("dropout=1.5", lambda cfg: {"dropout": 1.5}, SEQUENCE_KINDS),
-    InvalidArgument("nonlinearity='gelu'", lambda cfg: {"nonlinearity": "gelu"}, ("rnn", "rnn_cell"),
-                    at_forward=True),
-    InvalidArgument("proj_size=-1", lambda cfg: {"proj_size": -1}, ("lstm",)),
-    InvalidArgument("proj_size=hidden_size", lambda cfg: {"proj_size": cfg.hidden_size}, ("lstm",)),
-)
-
-
-def check_invalid_arguments(subject, case) -> dict:
+def check_invalid_arguments(subject, case, arguments: tuple[InvalidArgument, ...]) -> dict:
     """Arguments torch.nn refuses raise ValueError, TypeError or RuntimeError."""
     cfg = case.config
     constructor = subject.impl.constructor(subject.kind)
-    shapes = io_shapes(cfg, case.batch, case.steps)
+    shapes = kind_of(cfg).io_shapes(cfg, case.batch, case.steps)
     problems = []
-    tried = [wrong for wrong in INVALID_ARGUMENTS if cfg.kind in wrong.kinds]
+    tried = [wrong for wrong in arguments if cfg.kind in wrong.kinds]
     untakeable = []
     for wrong in tried:
         try:

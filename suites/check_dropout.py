@@ -31,9 +31,9 @@ from rnnbench.suites.check_numerics import compare_forward, observe
 from rnnbench.suites.diagnoses import diagnose, dropout_in_eval
 from rnnbench.suites.layers import INPUT_BIAS, INPUT_WEIGHT, blocks, lower_layers, time_major
 from rnnbench.suites.results import Finding
+from rnnbench.suites.run import Run
 from rnnbench.suites.statistics import ALPHA, binomial_tail, rate_p_value
 from rnnbench.suites.subject import draw_params
-from rnnbench.suites.trial import Trial
 
 BETA = 0.5
 PIN = 30.0  # sigmoid(30) = 1 - 1e-13
@@ -55,7 +55,7 @@ def has_dropout(case: Case) -> bool:
 
 def check_eval(subject, case) -> dict:
     """In eval mode dropout is off: the module equals the reference, call after call."""
-    trial = Trial(subject, case, "float32", "dropout-eval")
+    trial = Run(subject, case, "float32", "dropout-eval")
     first = observe(trial)
     if not _same(first, trial.run()):
         raise Finding("two calls in eval mode give different outputs",
@@ -71,7 +71,7 @@ def check_train(subject, case) -> dict:
     """In training, dropout hits only the inputs of upper layers, at rate p, scaled by 1/(1-p)."""
     cfg = case.config
     params = {**draw_params(cfg, subject.rng("dropout-params", case.name)), **_memoryless(cfg)}
-    trial = Trial(subject, case, "float32", "dropout-train", params=params)
+    trial = Run(subject, case, "float32", "dropout-train", params=params)
     try:  # in eval mode first: dropout can only be judged on a module that is otherwise right
         compare_forward(trial, observe(trial))
     except Finding as finding:

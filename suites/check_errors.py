@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rnnbench.impls.registry import one_line
+from rnnbench.errors import one_line
 from rnnbench.reference import Config
 from rnnbench.reference.kinds import kind_of
 from rnnbench.suites.cases import Case

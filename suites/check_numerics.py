@@ -1,85 +1,85 @@
-"""Forward outputs and gradients against the float64 reference.
+"""Forward outputs and gradients against the float64 reference, for every kind.
 
 Parameters are drawn from the spec's init distributions and loaded into the module; the
 reference gets exactly the values the module holds (rounded to its dtype) and the same inputs,
-so the only difference left is the arithmetic. The tolerance is the spec's policy for the dtype,
-the number of steps and the depth (`rnnbench.reference.tolerance`). In float64 it is tight
-enough that any real mistake fails; in float32, bfloat16 and float16 it is the policy's.
+so the only difference left is the arithmetic. The tolerance is the spec's for the dtype, the
+number of steps and the depth (`rnnbench.reference.tolerance`; a kind whose tolerance depends on
+the run, such as an iterative solve's error bound, gives its own). In float64 it is tight enough
+that any real mistake fails; in float32, bfloat16 and float16 it is the policy's.
 
-A failure says which output (or gradient) differs and by how much, where the forward pass first
-diverges (`divergence.locate`) and, where recognisable, which mistake explains it
-(`diagnoses.diagnose`).
+A failure says which output (or gradient) differs and by how much, and through the kind's hooks
+where the forward pass first diverges (`SuiteKind.locate`) and which mistake explains it
+(`SuiteKind.diagnose`, `SuiteKind.diagnose_gradients`).
 """
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from rnnbench import reference
-from rnnbench.reference.numerics import nest_outputs, state_grad_names
-from rnnbench.suites.compare import (SAMPLE_VALUES, require_gradients_close,
-                                     require_outputs_close)
-from rnnbench.suites.diagnoses import diagnose
-from rnnbench.suites.divergence import locate
-from rnnbench.suites.layers import time_major
+from rnnbench.suites.compare import require_gradients_close, require_outputs_close
 from rnnbench.suites.results import Finding
+from rnnbench.suites.run import Run
 from rnnbench.suites.subject import call, spec_grad, spec_parameters, to_numpy
-from rnnbench.suites.trial import Trial, nest_hx
 
 
 def check_forward(subject, case, dtype: str) -> dict:
     """Outputs and final states equal the reference's within the policy tolerance."""
-    trial = Trial(subject, case, dtype, "forward")
-    observed = observe(trial)
-    return compare_forward(trial, observed)
+    run = Run(subject, case, dtype, "forward")
+    return compare_forward(run, observe(run))
 
 
 def check_gradients(subject, case, dtype: str) -> dict:
     """Gradients w.r.t. the input, the initial state (when given) and every parameter equal the
     reference's BPTT gradients for a random output gradient."""
     # Training mode: cuDNN computes RNN gradients only there; these cases have no dropout.
-    trial = Trial(subject, case, dtype, "gradients", train=True)
-    outputs, leaves, stored = forward_for_gradients(trial)
-    compare_forward(trial, {name: to_numpy(t) for name, t in outputs.items()})
-    observed, expected = gradients(trial, outputs, leaves, stored)
-    return require_gradients_close(observed, expected, trial.tolerance(gradient=True))
+    run = Run(subject, case, dtype, "gradients", train=True)
+    outputs, leaves, stored = forward_for_gradients(run)
+    compare_forward(run, {name: to_numpy(t) for name, t in outputs.items()})
+    observed, expected, grad_out = gradients(run, outputs, leaves, stored)
+    try:
+        return require_gradients_close(observed, expected,
+                                       run.tolerance(gradient=True, grad_out=grad_out))
+    except Finding as finding:
+        diagnose = subject.suite.diagnose_gradients
+        if diagnose and not finding.diagnosis:
+            finding.diagnosis = diagnose(run, observed, expected, grad_out)
+        raise
 
 
-def forward_for_gradients(trial: Trial) -> tuple[dict, dict, dict]:
-    """The trial's forward outputs (tensors), computed from leaves that require grad: the
-    outputs, the leaves keyed as reference.backward keys their gradients, and where each spec
-    parameter is stored (`spec_parameters`)."""
-    stored = spec_parameters(trial.module, trial.cfg, trial.pmap)
-    x, hx = trial.tensors()
-    leaves = {"input": x, **dict(zip(state_grad_names(trial.cfg), (hx or {}).values()))}
+def forward_for_gradients(run: Run) -> tuple[dict, dict, dict]:
+    """The run's forward outputs (tensors), computed from leaves that require grad: the outputs,
+    the leaves keyed as the kind's backward keys their gradients, and where each spec parameter
+    is stored (`spec_parameters`)."""
+    stored = spec_parameters(run.module, run.cfg, run.pmap)
+    x, hx = run.tensors()
+    leaves = {"input": x, **(hx or {})}
     for leaf in leaves.values():
         leaf.requires_grad_(True)
-    return observe_tensors(trial, x, hx), leaves, stored
+    return observe_tensors(run, x, hx), leaves, stored
 
 
-def gradients(trial: Trial, outputs: dict, leaves: dict, stored: dict) -> tuple[dict, dict]:
-    """(the implementation's gradients, the reference's) for a random output gradient, in
-    float64, keyed alike. The output gradient is rounded to the trial's dtype first, so both
-    sides differentiate the same function of the outputs."""
-    rng = trial.subject.rng("gradients-out", trial.case.name)
-    grad_out = {name: trial.rounded(rng.normal(size=tuple(t.shape))) for name, t in outputs.items()}
-    observed = _backward(trial, outputs, grad_out, leaves, stored)
-    expected = reference.backward(trial.cfg, trial.params, trial.x64, nest_hx(trial.cfg, trial.hx64),
-                                  nest_outputs(trial.cfg, grad_out))
-    return observed, {name: expected[name] for name in observed}
+def gradients(run: Run, outputs: dict, leaves: dict, stored: dict) -> tuple[dict, dict, dict]:
+    """(the implementation's gradients, the reference's, the output gradient) for a random
+    output gradient, in float64, keyed alike. The output gradient is rounded to the run's dtype
+    first, so both sides differentiate the same function of the outputs."""
+    rng = run.subject.rng("gradients-out", run.case.name)
+    grad_out = {name: run.rounded(rng.normal(size=tuple(t.shape))) for name, t in outputs.items()}
+    observed = backward(run, outputs, grad_out, leaves, stored)
+    expected = run.spec.backward(run.cfg, run.params, run.x64, run.hx64, grad_out)
+    return observed, {name: expected[name] for name in observed}, grad_out
 
 
-def _backward(trial: Trial, outputs: dict, grad_out: dict, leaves: dict, stored: dict) -> dict:
+def backward(run: Run, outputs: dict, grad_out: dict, leaves: dict, stored: dict) -> dict:
     """The implementation's gradients of sum(outputs * grad_out) w.r.t. the leaves and every
     spec parameter (cut from the registered parameter storing it), in float64."""
     owners = list({id(owner): owner for parts in stored.values() for owner, _, _ in parts}.values())
     wrt = [*leaves.values(), *owners]
     try:
         grads = call("backward", torch.autograd.grad, list(outputs.values()), wrt,
-                     [trial.subject.tensor(grad_out[name], trial.dtype) for name in outputs],
+                     [run.subject.tensor(grad_out[name], run.dtype) for name in outputs],
                      allow_unused=True)
     except Finding as finding:  # autograd refuses when forward wrote to its input
-        pristine = [trial.x64, *(trial.hx64 or {}).values()]
+        pristine = [run.x64, *(run.hx64 or {}).values()]
         if any(not np.array_equal(to_numpy(leaf), value) for leaf, value in zip(leaves.values(), pristine)):
             finding.diagnosis = "input_mutated"
         raise
@@ -90,45 +90,30 @@ def _backward(trial: Trial, outputs: dict, grad_out: dict, leaves: dict, stored:
     return {name: to_numpy(grad) for name, grad in observed.items()}
 
 
-def observe(trial: Trial) -> dict:
-    """The trial's outputs in float64; a forward that raises or returns the wrong structure
+def observe(run: Run) -> dict:
+    """The run's outputs in float64; a forward that raises or returns the wrong structure
     becomes a Finding with the diagnosis its failure points to."""
-    return {name: to_numpy(t) for name, t in observe_tensors(trial).items()}
+    return {name: to_numpy(t) for name, t in observe_tensors(run).items()}
 
 
-def observe_tensors(trial: Trial, x=None, hx=None) -> dict:
+def observe_tensors(run: Run, x=None, hx=None) -> dict:
     """`observe` as tensors, optionally for given input tensors."""
     try:
-        return trial.call() if x is None else trial.call(x, hx)
+        return run.call() if x is None else run.call(x, hx)
     except Finding as finding:
-        finding.diagnosis = finding.diagnosis or diagnose(trial, None)
+        diagnose = run.subject.suite.diagnose
+        finding.diagnosis = finding.diagnosis or (diagnose(run, None) if diagnose else None)
         raise
 
 
-def compare_forward(trial: Trial, observed: dict) -> dict:
+def compare_forward(run: Run, observed: dict) -> dict:
     """Compare with the reference; Finding with numbers, divergence and diagnosis if it differs."""
-    expected = trial.expected()
-    tol = trial.tolerance()
+    expected = run.expected()
+    suite = run.subject.suite
 
     def explain(name: str, numbers: dict) -> str | None:
-        numbers.update(locate(trial, observed, expected, tol))
-        if name == "output" and numbers.get("timestep") is not None:
-            numbers.update(_at_divergence(trial, observed, expected, numbers))
-        return diagnose(trial, observed)
+        if suite.locate:
+            numbers.update(suite.locate(run, observed, expected, name, numbers))
+        return suite.diagnose(run, observed) if suite.diagnose else None
 
-    return require_outputs_close(observed, expected, tol, explain)
-
-
-def _at_divergence(trial: Trial, observed: dict, expected: dict, numbers: dict) -> dict:
-    """The output's values at the first diverging timestep (first sequence of the batch, the
-    diverging direction's features), for the finding's sample."""
-    cfg, t = trial.cfg, numbers["timestep"]
-    width = cfg.output_size
-    d = 1 if numbers.get("direction") == "reverse" else 0
-    def row(output):
-        seq = time_major(cfg, np.asarray(output))
-        return seq[t, 0, d * width:(d + 1) * width]
-    batch_first = cfg.batch_first and trial.case.batched
-    at = [t] if not trial.case.batched else ([0, t] if batch_first else [t, 0])
-    return {"at": at, "expected": row(expected["output"])[:SAMPLE_VALUES].tolist(),
-            "actual": row(observed["output"])[:SAMPLE_VALUES].tolist()}
+    return require_outputs_close(observed, expected, run.tolerance(), explain)

@@ -22,14 +22,16 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 from rnnbench import reference
 from rnnbench.reference import io_shapes
 from rnnbench.reference.numerics import output_names
+from rnnbench.suites.check_numerics import backward
 from rnnbench.suites.compare import require_gradients_close, require_outputs_close
+from rnnbench.suites.diagnoses import diagnose_packed
 from rnnbench.suites.results import Finding
+from rnnbench.suites.run import Run, nest_state
 from rnnbench.suites.subject import call, spec_parameters, to_numpy
-from rnnbench.suites.trial import Trial, nest_hx
 
 
-class PackedTrial(Trial):
-    """A Trial whose input is packed: `x64` in the module's layout (batch_first or not),
+class PackedRun(Run):
+    """A Run whose input is packed: `x64` in the module's layout (batch_first or not),
     `lengths` the case's, and the reference `reference.forward_packed`."""
 
     @property
@@ -47,7 +49,7 @@ class PackedTrial(Trial):
         """The reference's padded, time-major output and final states."""
         return reference.forward_packed(self.cfg, self.params if params is None else params,
                                         self.time_major(self.x64), self.lengths,
-                                        nest_hx(self.cfg, self.hx64))
+                                        nest_state(self.cfg, self.hx64))
 
     def packed_call(self, x: torch.Tensor | None = None, hx=None) -> dict[str, torch.Tensor]:
         """The module on the packed input: its output padded (time-major, total length the
@@ -56,14 +58,15 @@ class PackedTrial(Trial):
         x = fresh_x if x is None else x
         hx = fresh_hx if hx is None else hx
         packed = self.pack(x)
-        result = call("forward", self.module, *((packed,) if hx is None else (packed, nest_hx(self.cfg, hx))))
+        result = call("forward", self.module,
+                      *((packed,) if hx is None else (packed, nest_state(self.cfg, hx))))
         return unpack_packed(self.cfg, packed, result)
 
 
 def check_packed_forward(subject, case, dtype: str) -> dict:
     """A packed input gives torch.nn's packed output structure, the reference's numbers in it,
     and each sequence's own final state."""
-    trial = PackedTrial(subject, case, dtype, "packed-forward")
+    trial = PackedRun(subject, case, dtype, "packed-forward")
     observed = {name: to_numpy(t) for name, t in trial.packed_call().items()}
     return compare_packed(trial, observed)
 
@@ -71,9 +74,7 @@ def check_packed_forward(subject, case, dtype: str) -> dict:
 def check_packed_gradients(subject, case, dtype: str) -> dict:
     """Gradients through the packed path w.r.t. the padded input (zero beyond each length), the
     initial state (when given) and every parameter equal the reference's."""
-    from rnnbench.suites.check_numerics import _backward  # the shared gradient collection
-
-    trial = PackedTrial(subject, case, dtype, "packed-gradients", train=True)
+    trial = PackedRun(subject, case, dtype, "packed-gradients", train=True)
     cfg = trial.cfg
     stored = spec_parameters(trial.module, cfg, trial.pmap)
     x, hx = trial.tensors()
@@ -84,18 +85,17 @@ def check_packed_gradients(subject, case, dtype: str) -> dict:
     compare_packed(trial, {name: to_numpy(t) for name, t in outputs.items()})
     rng = subject.rng("packed-gradients-out", case.name)
     grad_out = {name: rng.normal(size=tuple(t.shape)) for name, t in outputs.items()}
-    observed = _backward(trial, outputs, grad_out, leaves, stored)
+    observed = backward(trial, outputs, grad_out, leaves, stored)
     expected = reference.backward_packed(cfg, trial.params, trial.time_major(trial.x64),
-                                         trial.lengths, nest_hx(cfg, trial.hx64), grad_out)
+                                         trial.lengths, nest_state(cfg, trial.hx64),
+                                         grad_out)
     expected["input"] = trial.time_major(expected["input"])
     return require_gradients_close(observed, expected, trial.tolerance(gradient=True))
 
 
-def compare_packed(trial: PackedTrial, observed: dict) -> dict:
+def compare_packed(trial: PackedRun, observed: dict) -> dict:
     """Compare with the packed reference; Finding with numbers, the first sequence that
     differs and the diagnosis if it differs."""
-    from rnnbench.suites.diagnoses import diagnose_packed  # diagnoses import the checks' helpers
-
     expected = trial.packed_expected()
     tol = trial.tolerance()
 

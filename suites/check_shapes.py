@@ -1,18 +1,20 @@
-"""Shapes: forward returns torch.nn's structure, every tensor of the spec's shape (`io_shapes`)
-in the input's dtype and on its device, and final states that agree with the output sequence."""
+"""Shapes: forward returns the kind's structure, every tensor of the spec's shape in the input's
+dtype and on its device, and outputs that agree with each other (the kind's `final_state`: for
+the torch.nn family, final states that are the output sequence's ends)."""
 from __future__ import annotations
 
 from rnnbench.suites.check_numerics import observe
-from rnnbench.suites.diagnoses import diagnose, final_state_mismatch
 from rnnbench.suites.results import Finding
-from rnnbench.suites.trial import Trial
+from rnnbench.suites.run import Run
 
 
 def check_shapes(subject, case) -> dict:
-    """Return structure, shapes, dtype and device as torch.nn's; h_n matches the output's ends."""
-    trial = Trial(subject, case, "float32", "shapes")
-    observed = observe(trial)
-    if final_state_mismatch(trial.cfg, observed, trial.tolerance()):
+    """Return structure, shapes, dtype and device as the contract's; outputs consistent."""
+    run = Run(subject, case, subject.suite.plain_dtype, "shapes")
+    observed = observe(run)
+    final_state = subject.suite.final_state
+    if final_state and final_state(run.cfg, observed, run.tolerance()):
+        diagnose = subject.suite.diagnose
         raise Finding("the top layer's h_n is not its output at the last step each direction "
-                      "processed", diagnose(trial, observed))
+                      "processed", diagnose(run, observed) if diagnose else None)
     return {}

@@ -11,8 +11,8 @@ from rnnbench.suites.check_numerics import observe
 from rnnbench.suites.compare import agree, first_mismatch, summary
 from rnnbench.suites.diagnoses import diagnose, final_state_mismatch
 from rnnbench.suites.results import Finding
+from rnnbench.suites.run import Run
 from rnnbench.suites.subject import to_numpy
-from rnnbench.suites.trial import Trial
 
 
 def applies(case: Case) -> bool:
@@ -22,7 +22,7 @@ def applies(case: Case) -> bool:
 
 def check_state(subject, case) -> dict:
     """Two halves with the state carried over equal the whole sequence."""
-    trial = Trial(subject, case, "float32", "state")
+    trial = Run(subject, case, "float32", "state")
     cfg = trial.cfg
     whole = observe(trial)
     axis = 1 if cfg.batch_first and case.batched else 0

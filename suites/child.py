@@ -55,7 +55,7 @@ def main(argv: list[str]) -> int:
                 continue
             send("start", index=index)
             result = run_item(impl, items[index], options["device"], options["seed"])
-            send("result", index=index, result=result.to_dict())
+            send("result", index=index, result=result.to_json())
         send("done")
     return 0
 

@@ -219,7 +219,7 @@ def _batch_first_ignored(trial, observed, expected, tol) -> str | None:
 
 
 def diagnose_packed(trial, observed: dict, expected: dict, tol) -> str | None:
-    """The diagnosis id of a packed trial (`check_packed.PackedTrial`) whose outputs (padded,
+    """The diagnosis id of a packed trial (`check_packed.PackedRun`) whose outputs (padded,
     time-major) differ from `expected`: the reference recomputed with each classic
     variable-length mistake (`packed_variants`), the one the implementation reproduces. The
     reverse direction's mistake is only well defined for one layer (what an upper layer reads

@@ -29,11 +29,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rnnbench.errors import UsageError
-from rnnbench.findings import unsupported_features
-from rnnbench.documents import CONFORMANCE_SCHEMA
 from rnnbench.suites import known
-from rnnbench.suites.results import CheckResult
-from rnnbench.suites.runner import validate_kinds, device_type, count_outcomes
+from rnnbench.suites.features import device_type
+from rnnbench.suites.results import CheckResult, ConformanceRun
+from rnnbench.suites.runner import validate_kinds
 
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_BUDGET_S = 270.0  # with start-up, every run ends within five minutes
@@ -54,15 +53,15 @@ def conform(target: str, kinds=None, device: str = "cpu", quick: bool = False, s
             progress: Callable[[CheckResult, int, int], None] | None = None, *,
             checks: str | None = None, param_map: dict | None = None,
             budget_s: float | None = DEFAULT_BUDGET_S, fuzz: int | None = None,
-            case: str | None = None, known_failures: dict | None = None) -> dict:
-    """Run the checks of `target` isolated; the rnnbench.conformance/1 document.
+            case: str | None = None, known_failures: dict | None = None) -> ConformanceRun:
+    """Run the checks of `target` isolated; its `ConformanceRun` document.
 
     `checks` selects checks by pattern, `fuzz` searches that many drawn cases per kind, `case`
     (JSON, see `rnnbench.suites.fuzz.case_from_json`) runs one given case (see `runner.plan`);
     `param_map` maps the module's state_dict keys to the spec's names; `known_failures` (pattern
     -> reason) turns their results into xfail/xpass; `budget_s` bounds the run (None: unbounded).
     UsageError when the target cannot be loaded, a kind or the device is wrong. Interrupted
-    (KeyboardInterrupt), the document has the results so far and "interrupted": true.
+    (KeyboardInterrupt), the document has the results so far and `interrupted` set.
     """
     validate_kinds(kinds)  # before paying for a child process
     device_type(device)
@@ -75,28 +74,12 @@ def conform(target: str, kinds=None, device: str = "cpu", quick: bool = False, s
         run.until_done()
     except KeyboardInterrupt:
         run.interrupted = True
-    results = [r.to_dict() for r in run.results()]
-    return {
-        "schema": CONFORMANCE_SCHEMA, "target": target, "implementation": run.implementation,
-        "kinds": list(dict.fromkeys(item["kind"] for item in run.items)),
-        "device": device, "quick": quick, "seed": seed, "checks": checks, "fuzz": fuzz,
-        "interrupted": run.interrupted, "duration_s": time.perf_counter() - started,
-        "environment": run.environment, "summary": count_outcomes(run.results()),
-        "not_supported_features": {feature: entry["reason"] for feature, entry
-                                   in unsupported_features(results).items()},
-        "param_map": param_map_of(results), "known_failures": run.known_failures,
-        "stale_known_failures": known.stale(run.known_failures, results), "results": results,
-    }
-
-
-def param_map_of(results: list[dict]) -> dict:
-    """The parameter map the checks assumed ({module key: spec name}), as the parameters
-    check reported it; empty when the module speaks torch.nn's names."""
-    for result in results:
-        mapping = (result.get("numbers") or {}).get("param_map")
-        if mapping:
-            return mapping
-    return {}
+    return ConformanceRun(
+        target=target, implementation=run.implementation,
+        kinds=list(dict.fromkeys(item["kind"] for item in run.items)), device=device,
+        quick=quick, seed=seed, checks=checks, fuzz=fuzz, interrupted=run.interrupted,
+        duration_s=time.perf_counter() - started, environment=run.environment,
+        known_failures=run.known_failures, results=run.results())
 
 
 def native_seconds() -> dict[str, float]:
@@ -214,7 +197,7 @@ class _Run:
         elif kind == "start":
             return event["index"]
         elif kind == "result":
-            self.record(event["index"], CheckResult.from_dict(event["result"]))
+            self.record(event["index"], CheckResult.from_json(event["result"]))
             self.crashes_in_a_row = 0
         return None
 

@@ -57,4 +57,4 @@ def stale(known: Mapping[str, str], results: Iterable) -> list[str]:
     """The entries that match none of the results' checks."""
     results = list(results)
     return [pattern for pattern in known
-            if not any(matching({pattern: ""}, r["kind"], r["check"]) for r in results)]
+            if not any(matching({pattern: ""}, r.kind, r.check) for r in results)]

@@ -1,13 +1,24 @@
-"""What a check produces: a `CheckResult`, and the two exceptions a check raises to end early.
+"""What the checks produce: a `CheckResult` per check, the `ConformanceRun` document of a whole
+run, and the two exceptions a check raises to end early.
 
 A check function returns a dict of numbers when the implementation passed, raises `Finding` when
 it found a conformance failure (with a message, maybe a diagnosis id, and numbers), or
 `NotSupported` when the implementation cannot be asked this question. The runner turns all three,
 and anything else that escapes (an "error"), into a `CheckResult`.
+
+`ConformanceRun` is the rnnbench.conformance/1 document: its fields are declared once here, it
+writes and reads itself (`to_json` / `from_json`), and what is derived from the results (the
+counts, the features not supported, the parameter map) is computed here and nowhere else.
+Nothing in this module imports torch, so reports read documents without it.
 """
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
+
+from rnnbench.documents import CONFORMANCE_SCHEMA, OUTCOMES
+from rnnbench.findings import unsupported_features
 
 
 @dataclass
@@ -29,12 +40,144 @@ class CheckResult:
     numbers: dict = field(default_factory=dict)
     duration_s: float = 0.0
 
-    def to_dict(self) -> dict:
+    @property
+    def name(self) -> str:
+        """The check's name without its case ("forward-float32")."""
+        return self.check.split("/", 1)[0]
+
+    def to_json(self) -> dict:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "CheckResult":
-        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+    def from_json(cls, data) -> CheckResult:
+        """A result from its JSON object (optional fields it lacks take their defaults);
+        ValueError saying what is wrong when it is not one."""
+        if not isinstance(data, dict):
+            raise ValueError("not an object")
+        for name in ("check", "kind", "category", "outcome"):
+            if not isinstance(data.get(name), str) or not data[name]:
+                raise ValueError(f"no {name!r}")
+        if data["outcome"] not in OUTCOMES:
+            raise ValueError(f"unknown outcome {data['outcome']!r} (known: {', '.join(OUTCOMES)})")
+        return cls(check=data["check"], category=data["category"], kind=data["kind"],
+                   case=str(data.get("case") or ""), outcome=data["outcome"],
+                   message=str(data.get("message") or ""), diagnosis=data.get("diagnosis") or None,
+                   numbers=data["numbers"] if isinstance(data.get("numbers"), dict) else {},
+                   duration_s=float(data.get("duration_s") or 0.0))
+
+
+def count_outcomes(results: Iterable[CheckResult]) -> dict[str, int]:
+    """Counts per outcome, every outcome present."""
+    counts = dict.fromkeys(OUTCOMES, 0)
+    for result in results:
+        counts[result.outcome] += 1
+    return counts
+
+
+@dataclass
+class ConformanceRun:
+    """One run of the conformance checks on one target: what was asked, what came out.
+
+    `error` says why nothing could be checked (the target could not be loaded), `interrupted`
+    that the run stopped before every check had a result."""
+
+    target: str
+    implementation: str | None = None
+    kinds: list[str] = field(default_factory=list)
+    device: str = "cpu"
+    quick: bool = False
+    seed: int = 0
+    checks: str | None = None   # the --check selection
+    fuzz: int | None = None
+    interrupted: bool = False
+    duration_s: float = 0.0
+    environment: dict | None = None
+    known_failures: dict = field(default_factory=dict)
+    results: list[CheckResult] = field(default_factory=list)
+    error: str = ""
+
+    @property
+    def summary(self) -> dict[str, int]:
+        """How many results have each outcome."""
+        return count_outcomes(self.results)
+
+    @property
+    def not_supported_features(self) -> dict[str, str]:
+        """Feature -> why it is not supported, once per feature the results skipped."""
+        return {feature: entry["reason"]
+                for feature, entry in unsupported_features(self.results).items()}
+
+    @property
+    def param_map(self) -> dict[str, str]:
+        """The parameter map the checks assumed ({module key: spec name}), as the parameters
+        check reported it; empty when the module speaks the spec's names."""
+        return next((r.numbers["param_map"] for r in self.results
+                     if r.numbers.get("param_map")), {})
+
+    @property
+    def stale_known_failures(self) -> list[str]:
+        """The known-failure entries that match none of the results' checks."""
+        from rnnbench.suites.known import stale
+
+        return stale(self.known_failures, self.results)
+
+    def to_json(self) -> dict:
+        """The document: every field, then what is derived from the results."""
+        data = {"schema": CONFORMANCE_SCHEMA}
+        data.update((f.name, getattr(self, f.name)) for f in fields(self) if f.name != "results")
+        if not self.error:
+            del data["error"]
+        data.update(summary=self.summary, not_supported_features=self.not_supported_features,
+                    param_map=self.param_map, stale_known_failures=self.stale_known_failures,
+                    results=[r.to_json() for r in self.results])
+        return data
+
+    @classmethod
+    def from_json(cls, data, unread: list | None = None) -> ConformanceRun:
+        """A document from its JSON object (what is derived from the results is computed again,
+        not read); ValueError saying what is wrong when it is not one. A result that cannot be
+        read raises too, unless `unread` is a list: then (index, reason, item) goes there."""
+        if not isinstance(data, dict) or not isinstance(data.get("results"), list):
+            raise ValueError("a conformance document is an object with a list of 'results'")
+        if not isinstance(data.get("target"), str) or not data["target"]:
+            raise ValueError("no 'target'")
+        if not isinstance(data.get("environment") or {}, dict):
+            raise ValueError("'environment' is not an object")
+        results = []
+        for index, item in enumerate(data["results"]):
+            try:
+                results.append(CheckResult.from_json(item))
+            except ValueError as exc:
+                if unread is None:
+                    raise ValueError(f"results[{index}]: {exc}") from None
+                unread.append((index, str(exc), item))
+        kinds = data.get("kinds")
+        return cls(target=data["target"], implementation=data.get("implementation"),
+                   kinds=[str(k) for k in kinds] if isinstance(kinds, list) else [],
+                   device=str(data.get("device") or "cpu"), quick=data.get("quick") is True,
+                   seed=data.get("seed") if isinstance(data.get("seed"), int) else 0,
+                   checks=data.get("checks"), fuzz=data.get("fuzz"),
+                   interrupted=data.get("interrupted") is True,
+                   duration_s=float(data.get("duration_s") or 0.0),
+                   environment=data.get("environment"),
+                   known_failures=data.get("known_failures") if isinstance(
+                       data.get("known_failures"), dict) else {},
+                   results=results, error=str(data.get("error") or ""))
+
+    @classmethod
+    def merged(cls, runs: list[ConformanceRun], kind_order: list[str]) -> ConformanceRun:
+        """One target's document from documents of its kinds checked apart: the first one that
+        could not run if any, else every result, the kinds in `kind_order`."""
+        failed = next((run for run in runs if run.error), None)
+        if failed is not None or len(runs) == 1:
+            return failed or runs[0]
+        def rank(result: CheckResult) -> int:
+            return kind_order.index(result.kind) if result.kind in kind_order else len(kind_order)
+        return dataclasses.replace(
+            runs[0], kinds=[kind for run in runs for kind in run.kinds],
+            interrupted=any(run.interrupted for run in runs),
+            duration_s=max(run.duration_s for run in runs),
+            results=sorted((r for run in runs for r in run.results), key=rank))
 
 
 class Finding(Exception):

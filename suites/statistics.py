@@ -28,20 +28,23 @@ MAX_TESTS = 200
 BOUND_SLACK = 1e-6
 
 
-def uniform_fit(samples: np.ndarray, dist: Uniform) -> dict:
-    """How well `samples` fit `dist`: the KS statistic and p-value, the extremes, and whether
-    any value lies outside the bounds."""
+def sample_fit(samples: np.ndarray, dist) -> dict:
+    """How well `samples` fit a spec distribution: the KS statistic and p-value, the extremes,
+    and how many values lie outside a uniform's bounds (none can for a normal)."""
     import scipy.stats  # imported when needed: it takes seconds, and a restarted child may not
 
-    slack = BOUND_SLACK * (dist.high - dist.low)
     result = scipy.stats.kstest(samples, dist.cdf)
+    outside = 0
+    if isinstance(dist, Uniform):
+        slack = BOUND_SLACK * (dist.high - dist.low)
+        outside = int(np.count_nonzero((samples < dist.low - slack) | (samples > dist.high + slack)))
     return {"ks": float(result.statistic), "p_value": float(result.pvalue),
             "min": float(samples.min()), "max": float(samples.max()), "samples": int(samples.size),
-            "outside": int(np.count_nonzero((samples < dist.low - slack) | (samples > dist.high + slack)))}
+            "outside": outside}
 
 
 def fits(fit: dict) -> bool:
-    """Whether a `uniform_fit` result is consistent with the distribution."""
+    """Whether a `sample_fit` result is consistent with the distribution."""
     return fit["outside"] == 0 and fit["p_value"] >= ALPHA
 
 

@@ -1,15 +1,17 @@
 """The implementation under test, as the checks see it, and its parameters.
 
-`Subject` is one kind of one implementation on one device. Every call into the implementation
-goes through `call`, so whatever it raises on a valid input becomes a `Finding` (a failure of the
-implementation), never an error of the harness. Constructors are called as torch.nn's, through
-`rnnbench.impls.adapt` where the implementation's own signature differs.
+`Subject` is one kind of one implementation on one device, with the kind's suite record
+(`rnnbench.suites.kinds.SuiteKind`). Every call into the implementation goes through `call`, so
+whatever it raises on a valid input becomes a `Finding` (a failure of the implementation), never
+an error of the harness. Constructors are called with the configuration's arguments (torch.nn's
+for its kinds, through `rnnbench.impls.adapt` where the implementation's own signature differs).
 
 Parameters are found in the module's state_dict (as torch.nn's checkpoints are) through a
-`ParamMap` (`rnnbench.suites.parammap`): the identity when the module speaks torch.nn's names,
-else the user's map or one inferred from shapes. They are set through load_state_dict and traced
-to the registered parameters that store them, so an implementation may keep them fused, nested,
-transposed or under its own names; one it does not have at all is held at zero.
+`ParamMap` (`rnnbench.suites.parammap`): the identity when the module speaks the spec's names,
+else the user's map, the kind's own inference or the names inside a nested module. They are set
+through load_state_dict and traced to the registered parameters that store them, so an
+implementation may keep them fused, nested, transposed or under its own names; one the kind lets
+a module lack (`SuiteKind.optional_parameters`) is held at zero.
 """
 from __future__ import annotations
 
@@ -19,12 +21,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from rnnbench.errors import one_line
 from rnnbench.impls.base import Implementation
-from rnnbench.impls.registry import one_line
-from rnnbench.reference import Config, init_spec, param_shapes
+from rnnbench.reference import Uniform
+from rnnbench.reference.kinds import kind_of
 from rnnbench.suites import parammap
-from rnnbench.suites.layers import blocks
-from rnnbench.suites.parammap import ParamMap
+from rnnbench.suites.kinds import SuiteKind, suite_record
+from rnnbench.suites.parammap import ParamMap, spec_shapes
 from rnnbench.suites.results import Finding
 
 TORCH_DTYPES = {"float64": torch.float64, "float32": torch.float32,
@@ -43,20 +46,22 @@ def to_numpy(tensor: torch.Tensor) -> np.ndarray:
     return tensor.detach().to("cpu", torch.float64).numpy()
 
 
-# (constructor, kind, device) -> the roles of its state_dict keys, or why they are unknown.
-_ROLES: dict[tuple, dict | parammap.MappingError] = {}
-
-
 @dataclass(frozen=True)
 class Subject:
-    """One kind of one implementation, run on `device`, with inputs derived from `seed`."""
+    """One kind of one implementation, run on `device`, with inputs derived from `seed`;
+    `suite` is the kind's suite record (default: the registered one)."""
 
     impl: Implementation
     kind: str
     device: str = "cpu"
     seed: int = 0
+    suite: SuiteKind | None = None
 
-    def construct(self, cfg: Config, **kwargs) -> torch.nn.Module:
+    def __post_init__(self) -> None:
+        if self.suite is None:
+            object.__setattr__(self, "suite", suite_record(self.kind))
+
+    def construct(self, cfg, **kwargs) -> torch.nn.Module:
         """Call the constructor with torch.nn's arguments for `cfg` (plus `kwargs`)."""
         module = call("the constructor", self.impl.constructor(self.kind),
                       **cfg.constructor_kwargs(), **kwargs)
@@ -65,7 +70,7 @@ class Subject:
                           "not a torch.nn.Module")
         return module
 
-    def build(self, cfg: Config, dtype: str, params: dict | None = None,
+    def build(self, cfg, dtype: str, params: dict | None = None,
               train: bool = False) -> torch.nn.Module:
         """A module for `cfg` moved to this device and `dtype` (as users do with `.to()`; the
         dtype/device constructor arguments have a check of their own), holding `params` if given."""
@@ -89,51 +94,49 @@ class Subject:
         """Whether forward takes an initial state at all (see `rnnbench.impls.adapt`)."""
         return "initial_state" not in self.impl.unsupported_reasons(self.kind)
 
-    def param_map(self, module: torch.nn.Module, cfg: Config) -> ParamMap:
-        """Where the spec's parameters sit in `module`; Finding(param_names) when that cannot
-        be told."""
+    def param_map(self, module: torch.nn.Module, cfg) -> ParamMap:
+        """Where the spec's parameters of `cfg` sit in `module`; Finding(param_names) when that
+        cannot be told."""
+        return self.layout(module, cfg)[1]
+
+    def layout(self, module: torch.nn.Module, cfg) -> tuple[object, ParamMap]:
+        """The configuration of the variant `module` is (`KindSpec.config_of`: `cfg` itself for
+        kinds without variants) and where its spec parameters sit in it; Finding(param_names)
+        when that cannot be told."""
         shapes = {key: tuple(value.shape)
                   for key, value in call("state_dict()", module.state_dict).items()}
-        spec = param_shapes(cfg)
-        if all(shapes.get(name) == shape for name, shape in spec.items()):
-            return parammap.identity(cfg)
+        spec = kind_of(cfg)
         try:
-            pmap = (parammap.from_user(cfg, shapes, dict(self.impl.param_map)) if self.impl.param_map
-                    else parammap.resolve(cfg, shapes, self._roles()))
+            if self.impl.param_map:
+                pmap = parammap.from_user(cfg, shapes, dict(self.impl.param_map))
+            elif all(shapes.get(name) == tuple(shape) for name, shape in spec_shapes(cfg).items()):
+                pmap = parammap.identity(cfg)
+            elif self.suite.param_map is not None:
+                pmap = self.suite.param_map(self, cfg, shapes)
+            else:
+                pmap = parammap.by_name(cfg, shapes)
         except parammap.MappingError as exc:
-            raise Finding(f"cannot match the module's parameters to torch.nn's: {exc}",
+            raise Finding(f"cannot match the module's parameters to {self.suite.contract}: {exc}",
                           "param_names") from None
-        # Only a bias can be missing (and held at zero); a missing weight is a missing layer.
-        lacking = [name for name in pmap.missing if not blocks(cfg)[name].startswith("bias")]
+        if spec.config_of is not None:
+            cfg = spec.config_of(cfg, {name: shapes[pieces[0].key]
+                                       for name, pieces in pmap.entries.items() if len(pieces) == 1})
+        optional = self.suite.optional_parameters(cfg) if self.suite.optional_parameters else ()
+        lacking = [name for name in pmap.missing if name not in optional]
         if lacking:
             raise Finding(f"state_dict lacks {_listed(lacking)}; it has {_listed(list(shapes))}",
                           "param_names", parameter=lacking[0])
-        return pmap
-
-    def _roles(self) -> dict:
-        """The roles of the state_dict keys, learnt once per process on the probe module."""
-        key = (self.impl.kinds[self.kind], self.kind, self.device)
-        if key not in _ROLES:
-            cfg = parammap.probe_config(self.kind)
-            state = call("state_dict()", self.construct(cfg).state_dict)
-            try:
-                _ROLES[key] = parammap.learn_roles(cfg, {k: tuple(v.shape) for k, v in state.items()})
-            except parammap.MappingError as exc:
-                _ROLES[key] = exc
-        roles = _ROLES[key]
-        if isinstance(roles, parammap.MappingError):
-            raise roles
-        return roles
+        return cfg, pmap
 
 
-def spec_state(module: torch.nn.Module, cfg: Config, pmap: ParamMap) -> dict[str, torch.Tensor]:
+def spec_state(module: torch.nn.Module, cfg, pmap: ParamMap) -> dict[str, torch.Tensor]:
     """The module's values of the spec's parameters in the spec's order, read through `pmap`
     (views of its state_dict entries); a parameter the module does not have is left out.
     Finding(param_shapes) when a value's shape is not the spec's."""
     state = call("state_dict()", module.state_dict)
     values = {}
-    for name, shape in param_shapes(cfg).items():
-        pieces = pmap.entries[name]
+    for name, shape in spec_shapes(cfg).items():
+        pieces = pmap.entries.get(name, ())
         if not pieces:
             continue
         parts = [piece.view(state[piece.key]) for piece in pieces]
@@ -141,16 +144,16 @@ def spec_state(module: torch.nn.Module, cfg: Config, pmap: ParamMap) -> dict[str
             value = torch.cat(parts) if len(parts) > 1 else parts[0]
         except RuntimeError:  # pieces that do not even stack
             value = parts[0]
-        if tuple(value.shape) != shape:
+        if tuple(value.shape) != tuple(shape):
             where = " + ".join(p.describe() for p in pieces)
             raise Finding(f"{name} has shape {tuple(value.shape)}"
-                          + (f" (as {where})" if where != name else "") + f", expected {shape}",
+                          + (f" (as {where})" if where != name else "") + f", expected {tuple(shape)}",
                           "param_shapes", parameter=name)
         values[name] = value
     return values
 
 
-def spec_parameters(module: torch.nn.Module, cfg: Config, pmap: ParamMap) -> dict[str, list]:
+def spec_parameters(module: torch.nn.Module, cfg, pmap: ParamMap) -> dict[str, list]:
     """For each spec parameter the module has, its pieces as (the registered parameter its
     state_dict entry is stored in, the entry, the piece): what gradients and optimizers reach.
     The entry may be the parameter itself or a slice of a fused one; Finding when it is stored in
@@ -199,7 +202,7 @@ def _stored_in(entry: torch.Tensor, owner: torch.Tensor) -> bool:
     return own_low <= low and high <= own_high
 
 
-def load(module: torch.nn.Module, cfg: Config, pmap: ParamMap,
+def load(module: torch.nn.Module, cfg, pmap: ParamMap,
          tensors: dict[str, torch.Tensor]) -> None:
     """Set the module's parameters to `tensors` (by spec name) through load_state_dict, written
     into the entries `pmap` names, and make sure they took. A parameter the module does not have
@@ -222,12 +225,12 @@ def load(module: torch.nn.Module, cfg: Config, pmap: ParamMap,
             raise Finding(f"load_state_dict() did not set {name}", parameter=name)
 
 
-def params_of(module: torch.nn.Module, cfg: Config, pmap: ParamMap) -> dict[str, np.ndarray]:
+def params_of(module: torch.nn.Module, cfg, pmap: ParamMap) -> dict[str, np.ndarray]:
     """The module's parameters as float64 NumPy arrays, keyed by the spec's names; zeros for
     those it does not have (held at zero)."""
     values = spec_state(module, cfg, pmap)
     return {name: to_numpy(values[name]) if name in values else np.zeros(shape)
-            for name, shape in param_shapes(cfg).items()}
+            for name, shape in spec_shapes(cfg).items()}
 
 
 def _listed(names: list[str], limit: int = 4) -> str:
@@ -235,8 +238,15 @@ def _listed(names: list[str], limit: int = 4) -> str:
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
-def draw_params(cfg: Config, rng: np.random.Generator) -> dict[str, np.ndarray]:
+def draw(dist, rng: np.random.Generator, shape) -> np.ndarray:
+    """Values from a spec distribution (uniform or normal)."""
+    if isinstance(dist, Uniform):
+        return rng.uniform(dist.low, dist.high, shape)
+    return rng.normal(dist.mean, dist.std, shape)
+
+
+def draw_params(cfg, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """Parameters drawn from the spec's init distribution of each."""
-    spec = init_spec(cfg)
-    return {name: rng.uniform(spec[name].low, spec[name].high, shape)
-            for name, shape in param_shapes(cfg).items()}
+    spec = kind_of(cfg)
+    dists = spec.init_spec(cfg)
+    return {name: draw(dists[name], rng, shape) for name, shape in spec.param_shapes(cfg).items()}

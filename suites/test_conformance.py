@@ -20,4 +20,4 @@ def test_conformance(rnnbench_item, rnnbench_run):
         warnings.warn(result.message)
         return
     if result.outcome != "passed":
-        pytest.fail("\n".join(finding(result.to_dict())), pytrace=False)
+        pytest.fail("\n".join(finding(result)), pytrace=False)

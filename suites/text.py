@@ -1,7 +1,7 @@
 """Conformance results as text: the findings first, then a table per kind, then the verdict.
 
-Works on the rnnbench.conformance/1 document (results as dicts), so it renders a run just made
-and a JSON file alike. The failures are grouped by root cause (`rnnbench.findings`), most
+Works on a `ConformanceRun` (`ConformanceRun.from_json` reads one back from its JSON file), so
+it renders a run just made and a file alike. The failures are grouped by root cause (`rnnbench.findings`), most
 fundamental first, one line each with how many checks it explains and one example; then what was
 not supported and why, once per feature; then a command that reruns the top finding's example
 alone with its details:
@@ -25,6 +25,7 @@ from tabulate import tabulate
 
 from rnnbench.findings import DIAGNOSES, group_failures, strip_addresses, unsupported_features
 from rnnbench.suites.divergence import describe
+from rnnbench.suites.results import CheckResult, ConformanceRun
 
 # Worst first: a group of results shows its worst outcome.
 SEVERITY = ("error", "failed", "xpass", "xfail", "not_supported", "passed")
@@ -37,24 +38,24 @@ WIDTH = 100  # columns of the findings and what was not supported
 SHOWN_FINDINGS = 10
 
 
-def finding(result: dict, indent: str = "") -> list[str]:
+def finding(result: CheckResult, indent: str = "") -> list[str]:
     """A failed or errored result as lines: the message, where it diverges, the diagnosis."""
-    lines = [f"{indent}{LABELS[result['outcome']]} {result['check']}: {result['message']}"]
-    where = describe(result.get("numbers") or {})
+    lines = [f"{indent}{LABELS[result.outcome]} {result.check}: {result.message}"]
+    where = describe(result.numbers)
     if where:
         lines.append(f"{indent}  first divergence: {where}")
-    if result.get("diagnosis"):
-        lines.append(f"{indent}  diagnosis: {DIAGNOSES.get(result['diagnosis'], '')} "
-                     f"[{result['diagnosis']}]")
+    if result.diagnosis:
+        lines.append(f"{indent}  diagnosis: {DIAGNOSES.get(result.diagnosis, '')} "
+                     f"[{result.diagnosis}]")
     return lines
 
 
-def findings(doc: dict) -> list[str]:
+def findings(doc: ConformanceRun) -> list[str]:
     """The root causes, most fundamental first, with a command that reruns the first alone."""
-    groups = group_failures(doc["results"])
+    groups = group_failures(doc.results)
     if not groups:
         return []
-    several_kinds = len({r["kind"] for r in doc["results"]}) > 1
+    several_kinds = len({r.kind for r in doc.results}) > 1
     lines = ["Findings, most fundamental first:"]
     for number, group in enumerate(groups[:SHOWN_FINDINGS], 1):
         kinds = f" ({', '.join(group.kinds)})" if several_kinds else ""
@@ -62,25 +63,25 @@ def findings(doc: dict) -> list[str]:
         checks = f"{group.count} check{'s' * (group.count != 1)}"
         lines.append(f"{number:2d}. {_short(group.sentence, 70)}{tag}: {checks}{kinds}")
         example = group.example
-        lines += _wrapped(f"e.g. {example['check']}: {strip_addresses(example['message'])}",
+        lines += _wrapped(f"e.g. {example.check}: {strip_addresses(example.message)}",
                           "    ", "         ")
-        where = describe(example.get("numbers") or {})
+        where = describe(example.numbers)
         if where:
             lines.append(f"         first divergence: {where}")
     if len(groups) > SHOWN_FINDINGS:
         lines.append(f"    ... and {len(groups) - SHOWN_FINDINGS} more causes (every result is in --json)")
     top = groups[0].example
-    drawn = (top.get("numbers") or {}).get("case")  # a fuzz finding: its minimal case
-    selection = f"--case {shlex.quote(drawn)}" if drawn else f"--check {top['check']}"
+    drawn = top.numbers.get("case")  # a fuzz finding: its minimal case
+    selection = f"--case {shlex.quote(drawn)}" if drawn else f"--check {top.check}"
     lines += ["Rerun the first finding alone, with its inputs and numbers:",
-              f"  rnnbench conform {shlex.quote(doc['target'])} --kind {top['kind']} "
+              f"  rnnbench conform {shlex.quote(doc.target)} --kind {top.kind} "
               f"{selection} --verbose"]
     return lines
 
 
-def not_supported(doc: dict) -> list[str]:
+def not_supported(doc: ConformanceRun) -> list[str]:
     """What was skipped, once per feature, with the reason."""
-    skipped = unsupported_features(doc["results"])
+    skipped = unsupported_features(doc.results)
     if not skipped:
         return []
     lines = ["Not supported (these checks were skipped, not failed):"]
@@ -91,40 +92,38 @@ def not_supported(doc: dict) -> list[str]:
     return lines
 
 
-def known_lines(doc: dict) -> list[str]:
+def known_lines(doc: ConformanceRun) -> list[str]:
     """The known failures that passed (their entries can go) and the entries that matched
     nothing."""
-    lines = [f"XPASS {r['kind']}/{r['check']}: {r['message']}" for r in doc["results"]
-             if r["outcome"] == "xpass"]
+    lines = [f"XPASS {r.kind}/{r.check}: {r.message}" for r in doc.results if r.outcome == "xpass"]
     lines += [f"warning: known failure {pattern!r} matches no check of this run"
-              for pattern in doc.get("stale_known_failures", [])]
+              for pattern in doc.stale_known_failures]
     return lines
 
 
-def kind_table(results: list[dict], verbose: bool = False) -> str:
+def kind_table(results: list[CheckResult], verbose: bool = False) -> str:
     """One kind's results: a row per check (its cases summed up), or per result if `verbose`."""
     if verbose:
-        rows = [[r["check"], LABELS[r["outcome"]], _short(strip_addresses(r["message"]))]
-                for r in results]
+        rows = [[r.check, LABELS[r.outcome], _short(strip_addresses(r.message))] for r in results]
         return tabulate(rows, headers=["check", "outcome", "message"])
-    groups: dict[str, list[dict]] = {}
+    groups: dict[str, list[CheckResult]] = {}
     for result in results:
-        groups.setdefault(result["check"].split("/")[0], []).append(result)
+        groups.setdefault(result.name, []).append(result)
     rows = []
     for name, group in groups.items():
-        worst = min(group, key=lambda r: SEVERITY.index(r["outcome"]))
-        passed = sum(r["outcome"] == "passed" for r in group)
-        message = "" if worst["outcome"] == "passed" else f"{worst['case']}: {worst['message']}"
-        rows.append([name, f"{passed}/{len(group)}", LABELS[worst["outcome"]],
+        worst = min(group, key=lambda r: SEVERITY.index(r.outcome))
+        passed = sum(r.outcome == "passed" for r in group)
+        message = "" if worst.outcome == "passed" else f"{worst.case}: {worst.message}"
+        rows.append([name, f"{passed}/{len(group)}", LABELS[worst.outcome],
                      _short(strip_addresses(message))])
     return tabulate(rows, headers=["check", "passed", "outcome", "first problem"])
 
 
-def details(result: dict) -> list[str]:
+def details(result: CheckResult) -> list[str]:
     """One result in full: the case's configuration and input shapes, the message, and where
     the numbers were compared, the expected and actual values side by side."""
     lines = finding(result)
-    setup = (result.get("numbers") or {}).get("setup") or {}
+    setup = result.numbers.get("setup") or {}
     if "config" in setup:
         batch = "none (unbatched)" if setup["batch"] is None else setup["batch"]
         steps = "" if setup["steps"] is None else f", {setup['steps']} steps"
@@ -135,7 +134,7 @@ def details(result: dict) -> list[str]:
         if "lengths" in setup:
             lines.append(f"  packed: pack_padded_sequence(input, lengths={setup['lengths']}, "
                          f"enforce_sorted={setup['enforce_sorted']})")
-    numbers = result.get("numbers") or {}
+    numbers = result.numbers
     if "expected" in numbers and "actual" in numbers:
         at = ", ".join(map(str, numbers.get("at", [])))
         lines.append(f"  {numbers.get('name', 'value')}[{at}, :{len(numbers['expected'])}]:")
@@ -144,32 +143,32 @@ def details(result: dict) -> list[str]:
     return lines
 
 
-def report(doc: dict, verbose: bool = False) -> str:
+def report(doc: ConformanceRun, verbose: bool = False) -> str:
     """The whole run: findings, what was not supported, a table per kind, the verdict."""
     blocks = [block for block in ("\n".join(findings(doc)), "\n".join(not_supported(doc)),
                                   "\n".join(known_lines(doc))) if block]
-    by_kind: dict[str, list[dict]] = {}
-    for result in doc["results"]:
-        by_kind.setdefault(result["kind"], []).append(result)
+    by_kind: dict[str, list[CheckResult]] = {}
+    for result in doc.results:
+        by_kind.setdefault(result.kind, []).append(result)
     for kind, results in by_kind.items():
-        blocks.append(f"== {doc['target']} · {kind} ==\n{kind_table(results, verbose)}")
+        blocks.append(f"== {doc.target} · {kind} ==\n{kind_table(results, verbose)}")
     if verbose:
-        problems = [r for r in doc["results"] if r["outcome"] in ("failed", "error")]
+        problems = [r for r in doc.results if r.outcome in ("failed", "error")]
         blocks += ["\n".join(details(r)) for r in problems]
     blocks.append(verdict(doc))
     return "\n\n".join(blocks)
 
 
-def verdict(doc: dict) -> str:
+def verdict(doc: ConformanceRun) -> str:
     """One line: PASSED or FAILED, the counts, the time."""
-    counts = doc["summary"]
-    ok = counts["failed"] == 0 and counts["error"] == 0 and not doc.get("interrupted")
-    word = "INTERRUPTED" if doc.get("interrupted") else ("PASSED" if ok else "FAILED")
+    counts = doc.summary
+    ok = counts["failed"] == 0 and counts["error"] == 0 and not doc.interrupted
+    word = "INTERRUPTED" if doc.interrupted else ("PASSED" if ok else "FAILED")
     tally = ", ".join(f"{counts.get(outcome, 0)} {name}" for outcome, name in TALLY.items()
                       if outcome in ("passed", "failed", "not_supported", "error") or counts.get(outcome))
-    quick = ", quick case list" if doc.get("quick") else ""
-    return (f"{word}: {doc['target']} ({len(doc['results'])} checks{quick}: {tally}; "
-            f"{doc['duration_s']:.1f} s)")
+    quick = ", quick case list" if doc.quick else ""
+    return (f"{word}: {doc.target} ({len(doc.results)} checks{quick}: {tally}; "
+            f"{doc.duration_s:.1f} s)")
 
 
 def _wrapped(text: str, first: str, rest: str) -> list[str]:

@@ -13,8 +13,10 @@ from rnnbench.impls import Implementation
 from rnnbench.impls.adapt import (Adapted, CannotConstruct, ObjectModule, UnsupportedArgument,
                                   adapt)
 from rnnbench.reference import Config
-from rnnbench.suites import parammap
+from rnnbench.suites import param_roles, parammap
+from rnnbench.suites.torch_nn import probe_config
 from rnnbench.suites.parammap import MappingError, Piece
+from rnnbench.suites.catalogue import suite_kind
 from rnnbench.suites.subject import Subject, load, params_of, spec_state
 
 
@@ -140,7 +142,7 @@ def test_a_plain_object_is_a_module_whose_parameters_it_computes_with():
 # --- parameter maps -----------------------------------------------------------------------------
 
 def roles_and_map(kind: str, constructor, cfg: Config | None = None):
-    subject = Subject(Implementation("t", {kind: constructor}), kind)
+    subject = Subject(Implementation("t", {kind: constructor}), kind, suite=suite_kind(kind))
     cfg = cfg or Config(kind, 4, 7)
     module = subject.construct(cfg)
     return module, subject.param_map(module, cfg)
@@ -225,8 +227,8 @@ def test_one_matrix_per_gate_is_stacked_in_torch_gate_order():
 def test_two_biases_that_names_cannot_tell_apart_are_refused_for_the_gru_only():
     shapes = {"A": (15, 3), "B": (15, 5), "c": (15,), "d": (15,)}
     with pytest.raises(MappingError, match="matters for the GRU"):
-        parammap.learn_roles(Config("gru_cell", 3, 5), shapes)
-    roles = parammap.learn_roles(Config("rnn_cell", 3, 5), {"A": (5, 3), "B": (5, 5), "c": (5,),
+        param_roles.learn_roles(Config("gru_cell", 3, 5), shapes)
+    roles = param_roles.learn_roles(Config("rnn_cell", 3, 5), {"A": (5, 3), "B": (5, 5), "c": (5,),
                                                              "d": (5,)})
     assert {roles["c"][0], roles["d"][0]} == {"bias_ih", "bias_hh"}
 
@@ -235,9 +237,9 @@ def test_layers_are_told_apart_by_the_numbers_in_the_keys():
     cfg = Config("rnn", 3, 5, num_layers=2)
     shapes = {"layers.0.W_ih": (5, 3), "layers.0.W_hh": (5, 5), "layers.1.W_ih": (5, 5),
               "layers.1.W_hh": (5, 5)}
-    roles = parammap.learn_roles(parammap.probe_config("rnn"),
+    roles = param_roles.learn_roles(probe_config("rnn"),
                                  {"layers.0.W_ih": (5, 3), "layers.0.W_hh": (5, 5)})
-    pmap = parammap.resolve(cfg, shapes, roles)
+    pmap = param_roles.resolve(cfg, shapes, roles)
     assert pmap.entries["weight_ih_l1"] == (Piece("layers.1.W_ih"),)
     assert pmap.entries["weight_hh_l0"] == (Piece("layers.0.W_hh"),)
 

@@ -164,26 +164,27 @@ def test_list_workloads_of_a_preset(capsys):
 
 
 def test_list_checks_counts_the_cases_of_every_check_per_kind(capsys):
-    from rnnbench.suites import CHECKS
+    from rnnbench.suites.catalogue import checks_of
 
     _, out, _ = run_cli(capsys, "list", "checks", "--kind", "lstm")
     header, rule, *body = out.split("\n\n")[0].splitlines()
     lstm = header.split().index("lstm")
     rows = {line.split()[0]: line for line in body}
-    for check in CHECKS:
-        full, quick = len(check.cases("lstm")), len(check.cases("lstm", quick=True))
-        if full:
-            cells = rows[check.name].replace("error inputs", "error-inputs").split()
-            assert cells[lstm] == f"{full}/{quick}", check.name
+    assert len(rows) == len(checks_of("lstm"))
+    for check in checks_of("lstm"):
+        full, quick = len(check.cases()), len(check.cases(quick=True))
+        cells = rows[check.name].replace("error inputs", "error-inputs").split()
+        assert cells[lstm] == f"{full}/{quick}", check.name
     assert "error inputs" in out and " errors " not in out
 
 
 def test_list_json_is_data(capsys):
-    from rnnbench.suites import CHECKS
+    from rnnbench.suites import all_checks
 
     _, out, _ = run_cli(capsys, "list", "checks", "--json")
     rows = json.loads(out)
-    assert {r["check"] for r in rows} == {c.name for c in CHECKS}
+    assert {r["check"] for r in rows} == {c.name for checks in all_checks().values() for c in checks}
+    assert {kind for r in rows for kind in r["cases"]} == set(all_checks())
     errors = next(r for r in rows if r["check"] == "error-input-size")
     assert errors["category"] == "errors" and errors["category_title"] == "error inputs"
     _, out, _ = run_cli(capsys, "list", "--json")

@@ -9,8 +9,9 @@ from torch import nn
 from rnnbench.impls import Implementation, load
 from rnnbench.reference import tolerance
 from rnnbench.suites import run_checks
-from rnnbench.suites.cases import CASES
-from rnnbench.suites.checks import CHECKS, HALF_DTYPES
+from rnnbench.suites.catalogue import checks_of
+from rnnbench.suites.kinds import HALF_DTYPES
+from rnnbench.suites.torch_nn import CASES
 
 NATIVE = load("native")
 HALF_ROWS = "*-bfloat16/*,*-float16/*"
@@ -20,19 +21,22 @@ def _listing(results) -> str:
     return "\n".join(f"{r.kind} {r.check}: {r.outcome} {r.message} [{r.diagnosis}]" for r in results)
 
 
-def _numeric(dtype: str) -> dict[str, object]:
-    return {check.category: check for check in CHECKS
+def _numeric(dtype: str, kind: str) -> dict[str, object]:
+    return {check.category: check for check in checks_of(kind)
             if check.dtype == dtype and check.category in ("forward", "gradients")}
 
 
 @pytest.mark.parametrize("dtype", HALF_DTYPES)
 def test_every_case_has_half_forward_and_every_smooth_case_half_gradients(dtype):
-    checks = _numeric(dtype)
-    assert set(checks) == {"forward", "gradients"}
-    assert [c for c in CASES if checks["forward"].applies(c)] == list(CASES)
-    not_judged = [c for c in CASES if not checks["gradients"].applies(c)]
+    judged, not_judged = [], []
+    for kind in {case.kind for case in CASES}:
+        checks = _numeric(dtype, kind)
+        assert set(checks) == {"forward", "gradients"}
+        assert checks["forward"].cases() == [c for c in CASES if c.kind == kind]
+        judged += checks["gradients"].cases()
+        not_judged += [c for c in CASES if c.kind == kind and c not in judged]
     assert not_judged and all(c.config.nonlinearity == "relu" for c in not_judged)
-    assert {c.kind for c in CASES if checks["gradients"].applies(c)} == {c.kind for c in CASES}
+    assert {c.kind for c in judged} == {c.kind for c in CASES}
 
 
 def test_half_allowances_keep_the_ratio_of_the_dtypes_epsilons():
@@ -65,14 +69,12 @@ def test_native_passes_the_half_rows_on_cuda():
 
 
 def test_half_precision_is_checked_by_the_full_case_list_not_the_quick_one():
-    from rnnbench.suites.checks import CHECKS
-
-    half = [check for check in CHECKS if check.name.endswith(("-bfloat16", "-float16"))]
-    assert len(half) == 4
-    for check in half:
-        for kind in ("rnn", "gru_cell"):
-            assert check.cases(kind, quick=True) == []
-            assert len(check.cases(kind)) > 1
+    for kind in ("rnn", "gru_cell"):
+        half = [check for check in checks_of(kind) if check.name.endswith(("-bfloat16", "-float16"))]
+        assert len(half) == 4
+        for check in half:
+            assert check.cases(quick=True) == []
+            assert len(check.cases()) > 1
 
 
 class NoBfloat16(nn.GRU):

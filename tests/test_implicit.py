@@ -13,9 +13,10 @@ from rnnbench.reference import ConfigError
 from rnnbench.reference.implicit import (
     PARAM_NAMES, ImplicitConfig, Normal, backward, d_variant_of, forward, forward_flops,
     gradient_tolerance, implicit_init_spec, implicit_param_shapes, output_tolerance, rescale)
-from rnnbench.suites.check_solver import CASES, ROWS
-from rnnbench.suites.check_spec import draw_case
 from rnnbench.findings import DIAGNOSES
+from rnnbench.suites.catalogue import checks_of
+from rnnbench.suites.implicit import CASES
+from rnnbench.suites.run import draw_case
 from rnnbench.suites.results import Finding
 from rnnbench.suites.subject import Subject
 
@@ -239,16 +240,17 @@ def test_cuda_matches_cpu():
 
 def outcome(constructor, check: str, case: str) -> tuple[str, str | None]:
     """Run one check of kind implicit on one case: ("passed", None) or ("failed", diagnosis)."""
-    row = next(row for row in ROWS if row["name"] == check)
+    row = next(row for row in checks_of("implicit") if row.name == check)
     subject = Subject(Implementation(name="under-test", kinds={"implicit": constructor}), "implicit")
     try:
-        row["function"](subject, CASES[case])
+        row.function(subject, CASES[case])
     except Finding as finding:
         return "failed", finding.diagnosis
     return "passed", None
 
 
-@pytest.mark.parametrize("check, case", [(row["name"], case.name) for row in ROWS for case in row["table"]])
+@pytest.mark.parametrize("check, case", [(row.name, case.name) for row in checks_of("implicit")
+                                         for case in row.cases()])
 def test_every_check_passes_for_the_builtin(check, case):
     assert outcome(ImplicitRNN, check, case) == ("passed", None)
 

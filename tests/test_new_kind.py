@@ -8,7 +8,6 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-import pytest
 import torch
 from torch import nn
 
@@ -20,9 +19,8 @@ from rnnbench.reference import Uniform, tolerance
 from rnnbench.reference.kinds import KindSpec
 from rnnbench.reports.load import load_inputs
 from rnnbench.reports.render import render_report
-from rnnbench.suites import run_checks
+from rnnbench.suites import Case, SuiteKind, register_kind, run_checks
 from rnnbench.suites.check_errors import INPUT_DTYPE, WRONG_INPUT_SHAPES
-from rnnbench.suites.check_spec import SpecCase, register_kind
 
 
 @dataclass(frozen=True)
@@ -82,9 +80,10 @@ DIAG = KindSpec(
     tolerance=lambda cfg, dtype, steps, gradient=False: tolerance(dtype, steps, gradient=gradient),
     flops=lambda cfg, batch, steps, input_gemm=True: 2 * batch * steps * cfg.hidden_size * cfg.input_size,
     tokens=lambda cfg, batch, steps: batch * steps, features=lambda cfg: {})
-register_kind(DIAG, (SpecCase("small", DiagConfig(3, 5), batch=4, steps=6),
-                     SpecCase("no-state", DiagConfig(2, 7), batch=3, steps=4, h0=False)),
-              wrong_inputs=(*WRONG_INPUT_SHAPES, INPUT_DTYPE))
+register_kind(DIAG, SuiteKind(
+    cases=(Case("small", DiagConfig(3, 5), batch=4, steps=6, quick=True),
+           Case("no-state", DiagConfig(2, 7), batch=3, steps=4, h0=False, quick=True)),
+    wrong_inputs=(*WRONG_INPUT_SHAPES, INPUT_DTYPE)))
 
 
 class DiagRNN(nn.Module):

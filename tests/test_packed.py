@@ -4,7 +4,6 @@ gradients fail."""
 from __future__ import annotations
 
 import pytest
-import torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence, pad_packed_sequence
 
@@ -12,7 +11,7 @@ from rnnbench.findings import unsupported_features
 from rnnbench.impls import Implementation, load
 from rnnbench.reference import SEQUENCE_KINDS
 from rnnbench.suites import run_checks
-from rnnbench.suites.cases import PACKED_CASES
+from rnnbench.suites.torch_nn import PACKED_CASES
 
 NATIVE, EAGER = load("native"), load("eager")
 PACKED = "packed-*"
@@ -61,7 +60,7 @@ def test_a_module_that_refuses_packed_input_is_not_supported_once():
     packed = [r for r in results if r.case.startswith("packed-")]
     assert packed and all(r.outcome == "not_supported" for r in packed)
     assert not _problems([r for r in results if r not in packed])
-    features = unsupported_features([r.to_dict() for r in results])
+    features = unsupported_features(results)
     assert list(features) == ["packed"] and "PackedSequence" in features["packed"]["reason"]
 
 

@@ -83,7 +83,7 @@ def test_verdict_and_headline_per_implementation(report):
     # columns: implementation, conformance, speed-up over native (95% CI), notes
     assert [r[0] for r in rows] == ["fused", "native", "eager"]     # fastest first
     fused = row(rows, "fused")
-    assert fused[1] == "DOES NOT CONFORM (5 of 8 checks fail, 2 causes)"
+    assert fused[1] == "DOES NOT CONFORM (6 of 8 checks fail, 3 causes)"
     # only lstm-64 counts: rnn-64's numbers do not conform; one result keeps its own interval
     assert fused[2] == "2.00x faster (1.85–2.15), 1 result"
     assert "1 timing(s) left out: numbers do not conform" in fused[3]
@@ -177,15 +177,16 @@ def test_machine_checks_are_listed(report):
 def test_failures_are_grouped_by_cause(report):
     rows = table(report["html"], "Failures by cause")
     # columns: implementation, cause, checks, outcomes, kinds, example
-    assert len(rows) == 2
-    transposed, launch = rows
+    assert len(rows) == 3
+    transposed, names, launch = rows
     assert transposed[1] == "W used transposed (W^T instead of W) (weight_transposed)"
     assert transposed[2:5] == ["3", "3 failed", "rnn"]
     assert transposed[5].startswith("rnn forward/single-layer: output differs")
+    assert names[1].endswith("(param_names)") and names[2:5] == ["1", "1 failed", "rnn"]
     # the two kernel-launch errors differ only in an address and a number: one cause
     assert launch[1] == "RuntimeError: kernel launch failed for <Fused object> at step 3"
     assert launch[2:5] == ["2", "2 error", "rnn, lstm"]
-    assert "5 failing check(s) in 2 cause(s)" in report["html"]
+    assert "6 failing check(s) in 3 cause(s)" in report["html"]
 
 
 def test_the_error_inputs_category_is_not_called_errors(report):
@@ -325,12 +326,14 @@ def test_malformed_judgements_are_not_believed(tmp_path, extra):
     assert (fused.vs_native_ci, fused.vs_native_verdict, fused.noisy) == (None, None, None)
 
 
-def test_a_malformed_declaration_is_unplaced_not_dropped(tmp_path):
+def test_declarations_are_read_from_the_results_not_from_the_documents_own_summary(tmp_path):
     from rnnbench.reports.load import load_file
 
     doc = json.loads((FIXTURES / "cpu-box-new" / "conformance-fused.json").read_text())
-    doc["param_map"] = ["w_ih", "weight_ih_l0"]
+    doc.update(param_map=["w_ih", "weight_ih_l0"], not_supported_features="none",
+               summary={"passed": 99})
     results = load_file(write(tmp_path / "c.json", doc))
-    assert [(u.where, u.reason) for u in results.unplaced] == [
-        ("param_map", "'param_map' is not an object")]
-    assert results.sources[0].param_map == {} and len(results.checks) == 8
+    assert results.unplaced == [] and len(results.checks) == 8
+    source = results.sources[0]
+    assert source.param_map == {"w_ih": "weight_ih_l0", "w_hh": "weight_hh_l0"}
+    assert source.not_supported_features == {"bidirectional": "not implemented in the fused kernel"}

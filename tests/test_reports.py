@@ -15,6 +15,7 @@ import pytest
 
 from rnnbench.cli import main
 from rnnbench.errors import UsageError
+from rnnbench.suites.results import ConformanceRun
 
 EVIL = "<script>alert(1)</script>"
 EVIL_MESSAGE = 'output differs <img src=x onerror="alert(2)"> by a lot'
@@ -414,8 +415,8 @@ def stub_stages(monkeypatch):
         if target == stub_stages.unloadable:
             raise UsageError(f"cannot load {target}: boom")
         outcome = "failed" if target == "eager" else "passed"
-        return conformance_doc(target, [check_result("forward/one-layer", "rnn", outcome)],
-                               environment("box"))
+        return ConformanceRun.from_json(conformance_doc(
+            target, [check_result("forward/one-layer", "rnn", outcome)], environment("box")))
 
     def run_benchmarks(impls, workloads, progress=None, checkpoint=None, **_):
         doc = bench_doc([], environment("box"))

@@ -1,5 +1,6 @@
 """`rnnbench run`: stages that share the machine, and a summary that says how sure its speed-ups
 are. The conformance and benchmark stages are stubbed (their own tests are elsewhere)."""
+import dataclasses
 import threading
 import time
 from collections import Counter
@@ -8,7 +9,9 @@ import numpy as np
 import pytest
 
 from rnnbench.cli import main
-from rnnbench.commands.run import kind_groups, merged, speedup_table
+from rnnbench.commands.run import kind_groups, speedup_table
+from rnnbench.reference.kinds import KINDS
+from rnnbench.suites.results import ConformanceRun
 
 
 def samples(median, spread=0.01, n=9, seed=0):
@@ -59,11 +62,10 @@ def stages(monkeypatch):
         with lock:
             seen["running"] -= 1
             seen["finished"] += 1
-        return {"schema": "rnnbench.conformance/1", "target": target, "environment": ENVIRONMENT,
-                "summary": {"passed": 1, "failed": 0, "not_supported": 0, "error": 0},
-                "results": [{"check": "forward/one", "category": "forward", "kind": "rnn",
-                             "case": "one", "outcome": "passed", "message": "", "diagnosis": None,
-                             "numbers": {}, "duration_s": 0.01}]}
+        return ConformanceRun.from_json(
+            {"target": target, "environment": ENVIRONMENT,
+             "results": [{"check": "forward/one", "category": "forward", "kind": "rnn",
+                          "case": "one", "outcome": "passed", "duration_s": 0.01}]})
 
     def run_benchmarks(impls, workloads, progress=None, checkpoint=None, wait=None, **_):
         wait()
@@ -103,19 +105,22 @@ def result_of(kind, outcome):
 
 
 def test_the_halves_merge_into_one_document_in_the_specs_order_of_kinds():
-    halves = [{"schema": "s", "target": "t", "kinds": ["rnn", "lstm"], "interrupted": False,
-               "duration_s": 3.0, "summary": {"passed": 2},
-               "results": [result_of("rnn", "passed"), result_of("lstm", "passed")]},
-              {"schema": "s", "target": "t", "kinds": ["gru_cell", "gru"], "interrupted": True,
-               "duration_s": 5.0, "summary": {"passed": 1, "failed": 1},
-               "results": [result_of("gru_cell", "failed"), result_of("gru", "passed")]}]
-    doc = merged(halves)
-    assert [r["kind"] for r in doc["results"]] == ["gru_cell", "rnn", "lstm", "gru"]
-    assert doc["summary"] == {"passed": 3, "failed": 1, "not_supported": 0, "error": 0,
-                              "xfail": 0, "xpass": 0}
-    assert doc["interrupted"] is True and doc["duration_s"] == 5.0
-    assert doc["kinds"] == ["rnn", "lstm", "gru_cell", "gru"]
-    assert merged([halves[0], {**halves[1], "error": "cannot load t"}])["error"] == "cannot load t"
+    halves = [ConformanceRun.from_json(
+                  {"target": "t", "kinds": ["rnn", "lstm"], "interrupted": False,
+                   "duration_s": 3.0, "results": [result_of("rnn", "passed"),
+                                                  result_of("lstm", "passed")]}),
+              ConformanceRun.from_json(
+                  {"target": "t", "kinds": ["gru_cell", "gru"], "interrupted": True,
+                   "duration_s": 5.0, "results": [result_of("gru_cell", "failed"),
+                                                  result_of("gru", "passed")]})]
+    doc = ConformanceRun.merged(halves, list(KINDS))
+    assert [r.kind for r in doc.results] == ["gru_cell", "rnn", "lstm", "gru"]
+    assert doc.summary == {"passed": 3, "failed": 1, "not_supported": 0, "error": 0,
+                           "xfail": 0, "xpass": 0}
+    assert doc.interrupted is True and doc.duration_s == 5.0
+    assert doc.kinds == ["rnn", "lstm", "gru_cell", "gru"]
+    failed = dataclasses.replace(halves[1], error="cannot load t")
+    assert ConformanceRun.merged([halves[0], failed], list(KINDS)).error == "cannot load t"
 
 
 def test_run_checks_the_quick_case_list_unless_full(tmp_path, stages):

@@ -135,11 +135,11 @@ FEATURE_NAMES = {"moved with .to()": "factory_kwargs"}
 
 @pytest.mark.parametrize("row", seeds.SEEDS, ids=lambda row: row.target.rpartition(":")[2])
 def test_seed_style_code_gets_the_verdict_a_person_expects(row):
-    results = [r.to_dict() for r in run_checks(load(str(ROOT / row.target), row.kind),
-                                               kinds=[row.kind], quick=True)]
-    problems = [r for r in results if r["outcome"] in ("failed", "error")]
-    found = {r["diagnosis"] for r in problems}
-    assert set(row.findings) <= found, _listing_dicts(problems)
+    results = list(run_checks(load(str(ROOT / row.target), row.kind),
+                          kinds=[row.kind], quick=True))
+    problems = [r for r in results if r.outcome in ("failed", "error")]
+    found = {r.diagnosis for r in problems}
+    assert set(row.findings) <= found, _listing(problems)
     features = {FEATURE_NAMES.get(f, f) for f in row.not_supported.values()}
     features |= {"optional_state"} if row.state_required else set()
     # a hand-written sequence loop takes padded tensors: a PackedSequence is refused (once)
@@ -148,16 +148,16 @@ def test_seed_style_code_gets_the_verdict_a_person_expects(row):
     # nothing is skipped that the row does not expect; what every kind's quick cases need is
     assert skipped <= features, f"unexpected not supported: {skipped - features}"
     assert {"unbatched", "optional_state"} & features <= skipped
-    assert not any(r["outcome"] == "error" for r in results), _listing_dicts(problems)
+    assert not any(r.outcome == "error" for r in results), _listing(problems)
 
 
 def test_the_correct_exercise_rnn_runs_forward_and_gradients_and_they_pass():
     row = next(r for r in seeds.SEEDS if r.target.endswith(":ExerciseRNN"))
-    results = [r.to_dict() for r in run_checks(load(str(ROOT / row.target), row.kind),
-                                               kinds=[row.kind])]
-    numeric = [r for r in results if r["category"] in ("forward", "gradients")]
-    assert sum(r["outcome"] == "passed" for r in numeric) >= 8
-    assert all(r["outcome"] in ("passed", "not_supported") for r in numeric), _listing_dicts(numeric)
+    results = list(run_checks(load(str(ROOT / row.target), row.kind),
+                          kinds=[row.kind]))
+    numeric = [r for r in results if r.category in ("forward", "gradients")]
+    assert sum(r.outcome == "passed" for r in numeric) >= 8
+    assert all(r.outcome in ("passed", "not_supported") for r in numeric), _listing(numeric)
     found = {group.cause for group in group_failures(results)}
     assert "param_names" in found and "silent_broadcast" in found
 
@@ -168,8 +168,3 @@ def test_the_lucid_style_cell_conforms_where_supported():
     assert {r.message for r in results if r.outcome == "not_supported"} == {
         "needs factory_kwargs: the constructor takes no `device` or `dtype`: modules are built, "
         "then moved with .to()"}
-
-
-def _listing_dicts(results) -> str:
-    return "\n".join(f"  {r['outcome']} {r['kind']} {r['check']}: {r['message']} [{r['diagnosis']}]"
-                     for r in results)

@@ -5,7 +5,6 @@ tests/test_zoo.py's."""
 from __future__ import annotations
 
 import inspect
-from pathlib import Path
 
 import pytest
 

@@ -89,11 +89,11 @@ def run(args) -> int:
                   case=args.case, known_failures=known_failures)
     progress.close()
     if args.json:
-        write_json(args.json, doc)
+        write_json(args.json, doc.to_json())
     print(text.report(doc, verbose=args.verbose))
-    if doc["interrupted"]:
+    if doc.interrupted:
         raise KeyboardInterrupt
-    counts = doc["summary"]
+    counts = doc.summary
     return 1 if counts["failed"] or counts["error"] else 0
 
 

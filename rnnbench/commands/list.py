@@ -89,23 +89,22 @@ def workloads(args) -> list[dict]:
 
 
 def checks(args) -> list[dict]:
-    """One row per check name: its category and cases per kind, full and quick."""
-    from rnnbench.impls.registry import KINDS
+    """One row per check name: its category and cases per kind (every kind with a suite
+    record, registered ones included), full and quick."""
     from rnnbench.reports.content import category_title
-    from rnnbench.suites import CHECKS
+    from rnnbench.suites.catalogue import checks_of, kinds
 
-    if args.kind is not None and args.kind not in KINDS:
-        raise UsageError(f"--kind {args.kind!r}: not a kind (known: {', '.join(KINDS)})")
+    known = kinds()
+    if args.kind is not None and args.kind not in known:
+        raise UsageError(f"--kind {args.kind!r}: not a kind (known: {', '.join(known)})")
     rows: dict[tuple[str, str], dict] = {}
-    for check in CHECKS:
-        row = rows.setdefault((check.name, check.category), {
-            "check": check.name, "category": check.category,
-            "category_title": category_title(check.category), "cases": {}})
-        for kind in KINDS if args.kind is None else (args.kind,):
-            full, quick = len(check.cases(kind)), len(check.cases(kind, quick=True))
-            if full:
-                row["cases"][kind] = {"full": full, "quick": quick}
-    return [row for row in rows.values() if row["cases"]]
+    for kind in known if args.kind is None else (args.kind,):
+        for check in checks_of(kind):
+            row = rows.setdefault((check.name, check.category), {
+                "check": check.name, "category": check.category,
+                "category_title": category_title(check.category), "cases": {}})
+            row["cases"][kind] = {"full": len(check.cases()), "quick": len(check.cases(quick=True))}
+    return list(rows.values())
 
 
 # --- the lists as tables -------------------------------------------------------------------------
@@ -148,9 +147,7 @@ def _sizes(row: dict) -> str:
 
 
 def _checks_table(rows: list[dict]) -> str:
-    from rnnbench.reference.kinds import KINDS
-
-    kinds = [k for k in KINDS if any(k in row["cases"] for row in rows)]
+    kinds = list(dict.fromkeys(kind for row in rows for kind in row["cases"]))
     table = [[row["check"], row["category_title"]]
              + [_cases(row["cases"].get(kind)) for kind in kinds] for row in rows]
     return (fit(table, ["check", "category", *kinds])

@@ -17,6 +17,7 @@ for it to finish before it measures the machine and times anything.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 import textwrap
@@ -30,7 +31,7 @@ from tabulate import tabulate
 from rnnbench.benchmarks.result import BenchResult, vs_native
 from rnnbench.errors import UsageError
 from rnnbench.progress import LiveLine, tally
-from rnnbench.documents import BASELINE, CONFORMANCE_SCHEMA, OUTCOMES, require_writable, write_json
+from rnnbench.documents import BASELINE, OUTCOMES, require_writable, write_json
 
 DEFAULT_OUT = Path("reports") / "latest"     # git-ignored
 PRESET = "quick"
@@ -153,12 +154,15 @@ def _conformance_stage(impl, reason: Future, out: Path, quick: bool, progress: S
         docs = list(pool.map(lambda numbered: _conformance_group(
             name, numbered[1], quick, progress.counter(f"{name} {numbered[0] + 1}/{len(groups)}"),
             stop, slots), enumerate(groups)))
-    doc = merged(docs)
+    from rnnbench.reference.kinds import KINDS
+    from rnnbench.suites.results import ConformanceRun
+
+    doc = ConformanceRun.merged(docs, list(KINDS))
     path = out / f"conformance-{name}.json"
-    write_json(path, doc)
-    if doc.get("interrupted"):
+    write_json(path, doc.to_json())
+    if doc.interrupted:
         raise KeyboardInterrupt
-    said = f"could not run: {doc['error']}" if "error" in doc else tally(doc.get("summary", {}))
+    said = f"could not run: {doc.error}" if doc.error else tally(doc.summary)
     for number in range(len(groups)):
         progress.done(f"{name} {number + 1}/{len(groups)}")
     progress.print(f"conformance {name}: {said or 'no checks ran'} "
@@ -167,49 +171,28 @@ def _conformance_stage(impl, reason: Future, out: Path, quick: bool, progress: S
 
 
 def _conformance_group(name: str, kinds: list[str], quick: bool, counter, stop: threading.Event,
-                       slots: threading.Semaphore) -> dict:
-    """One child's conformance document: `kinds` of `name`, once a slot is free."""
+                       slots: threading.Semaphore):
+    """One child's `ConformanceRun`: `kinds` of `name`, once a slot is free."""
     from rnnbench.environment import capture
-    from rnnbench.suites import conform
+    from rnnbench.suites import ConformanceRun, conform
 
     def report(result, done: int, total: int) -> None:
         if stop.is_set():     # conform() keeps what it has and returns, marked interrupted
             raise KeyboardInterrupt
         counter(done, total, f"{name} {result.check}")
 
-    unchecked = {"schema": CONFORMANCE_SCHEMA, "target": name, "environment": capture(),
-                 "kinds": kinds, "summary": {}, "results": []}
+    unchecked = ConformanceRun(target=name, environment=capture(), kinds=kinds, quick=quick)
     with slots:
         if stop.is_set():
-            return {**unchecked, "interrupted": True}
+            return dataclasses.replace(unchecked, interrupted=True)
         try:
             # No run budget: the built-ins are ours, and compile's first run builds its graphs
             # for minutes; a budget bounds implementations that misbehave.
             return conform(name, kinds=kinds, quick=quick, progress=report, budget_s=None)
         except UsageError as exc:
             # A built-in that cannot even be checked must not cost the other stages their
-            # results: the document says so ("error"), the report shows it and the run exits 1.
-            return {**unchecked, "error": str(exc)}
-
-
-def merged(docs: list[dict]) -> dict:
-    """One implementation's conformance document from its kind groups' documents: the first
-    error if any, else the results of all, in the spec's order of kinds, counted again."""
-    from rnnbench.impls.registry import KINDS
-
-    failed = next((doc for doc in docs if "error" in doc), None)
-    if failed is not None or len(docs) == 1:
-        return failed or docs[0]
-    results = sorted((r for doc in docs for r in doc["results"]),
-                     key=lambda r: list(KINDS).index(r["kind"]) if r.get("kind") in KINDS else len(KINDS))
-    counts = {outcome: sum(r.get("outcome") == outcome for r in results) for outcome in OUTCOMES}
-    return {**docs[0], "kinds": [kind for doc in docs for kind in doc.get("kinds", [])],
-            "interrupted": any(doc.get("interrupted") for doc in docs),
-            "duration_s": max(doc.get("duration_s", 0.0) for doc in docs),
-            "not_supported_features": {feature: reason for doc in docs for feature, reason
-                                       in doc.get("not_supported_features", {}).items()},
-            "param_map": next((doc["param_map"] for doc in docs if doc.get("param_map")), {}),
-            "summary": counts, "results": results}
+            # results: the document says so (`error`), the report shows it and the run exits 1.
+            return dataclasses.replace(unchecked, error=str(exc))
 
 
 def _bench_stage(impls: list, out: Path, progress: StageProgress, wait) -> tuple[Path, dict]:

@@ -1,8 +1,8 @@
 """The implicit RNN (kind "implicit") in the suites: its cases, the names of its mistakes, and the
 checks of what only a model solving a fixed point per step has (its solver, its rescale).
 
-Its parameters, init, shapes, float64 forward and gradients and wrong inputs are the spec-driven
-checks' (`check_spec`), against `rnnbench.reference.implicit` through the kind's spec record: the
+Its parameters, init, shapes, float64 forward and gradients, wrong inputs and copies are the
+generic checks', against `rnnbench.reference.implicit` through the kind's spec record: the
 tolerance is the solver's error bound propagated to the outputs (hence float64 only), D's shape
 says which variant a module is and the numeric checks compare it with that variant's reference;
 `d-variant` alone reports which. Parameters nested under a prefix (torchidl's
@@ -15,9 +15,7 @@ equilibrium itself, so its residual can be compared with the solver's tolerance 
 """
 from __future__ import annotations
 
-import copy
 import dataclasses
-import pickle
 import warnings
 from functools import partial
 
@@ -27,12 +25,14 @@ import torch
 from rnnbench.reference.implicit import (
     KIND, ImplicitConfig, backward, forward, gradient_tolerance, output_tolerance, rescale,
     residual)
+from rnnbench.reference.kinds import KINDS as SPECS
 from rnnbench.reference.tolerance import Tolerance, tolerance
+from rnnbench.suites.cases import Case
 from rnnbench.suites.check_errors import INPUT_DTYPE, WRONG_INPUT_SHAPES
-from rnnbench.suites.check_spec import Run, SpecCase, spec_checks, suite_record
 from rnnbench.suites.compare import difference, summary
-from rnnbench.suites.kinds import register_suite_kind
+from rnnbench.suites.kinds import SuiteKind, register_kind
 from rnnbench.suites.results import Finding
+from rnnbench.suites.run import Run
 from rnnbench.suites.subject import call, to_numpy
 
 DTYPES = ("float64",)  # the tolerance is the solver's error bound, which float32 rounding exceeds
@@ -64,16 +64,16 @@ SMALL = ImplicitConfig(3, 5, 6, 2)
 # Solved to near rounding error, the solver's error drops out and the policy becomes as tight as
 # the arithmetic: the numerics themselves are checked sharply.
 EXACT = SMALL.replace(tol=1e-12, max_iter=10_000)
-_case = partial(SpecCase, h0=False)  # the model takes no initial state
+_case = partial(Case, h0=False, quick=True)  # the model takes no initial state
 CASES = {case.name: case for case in (
     _case("small", SMALL, batch=4, steps=7,
-          only=("parameters", "shapes", "forward", "gradients", "errors")),
+          only=("parameters", "shapes", "forward", "gradients", "errors", "copies", "solver")),
     _case("rescaled", SMALL, batch=4, steps=7, adjust=rescaled, only=("forward",)),
     _case("small-exact", EXACT, batch=4, steps=7, only=("forward", "gradients")),
     _case("rescaled-exact", EXACT, batch=4, steps=7, adjust=rescaled, only=("gradients",)),
-    _case("slow", SMALL, batch=4, steps=5, adjust=slow, only=("forward",)),
+    _case("slow", SMALL, batch=4, steps=5, adjust=slow, only=("forward", "solver")),
     _case("documented-example", ImplicitConfig(1, 128, 64, 1), batch=100, steps=60,
-         only=("init",)),
+          only=("init", "solver")),
     # The solver's own checks: none of the generic ones run on these.
     _case("triangular", SMALL, batch=3, steps=4, adjust=triangular, only=("solver",)),
     # One step with n = h = q, so that C, D and the head can be identities (see solver_residual).
@@ -96,13 +96,13 @@ def solver_residual(subject) -> float:
     |X - phi(X A~^T + Z)| below tol: the previous iterate's is exactly its last change.
     """
     run = Run(subject, CASES["probe"], "float64", "probe")
-    cfg, params = run.config, dict(run.params)
+    cfg, params = run.cfg, dict(run.params)
     params.update(C=np.eye(cfg.hidden_size), D=np.zeros_like(params["D"]),
                   **{"linear.weight": np.eye(cfg.output_size), "linear.bias": np.zeros(cfg.output_size)})
     run.load(params)
     states = to_numpy(run.call(*run.tensors())["output"])
     a_eff = rescale(run.params["A"], cfg.kappa)[0]
-    return residual(a_eff, run.x[:, 0] @ run.params["B"][:, :cfg.input_size].T, states, cfg.phi)
+    return residual(a_eff, run.x64[:, 0] @ run.params["B"][:, :cfg.input_size].T, states, cfg.phi)
 
 
 def _solver_diagnosis(subject) -> str | None:
@@ -125,23 +125,26 @@ def _forward_diagnosis(subject, cfg, params, x, actual) -> str | None:
     return _solver_diagnosis(subject)
 
 
-def diagnose(subject, run: Run, observed: dict, expected: dict, grad_out: dict | None) -> str | None:
-    """The mistake a failed forward (grad_out None) or gradient comparison shows: for the
-    gradients, A alone wrong and equal to the straight-through gradient of the rescale; else a
-    solve without the rescale, or one that stops early."""
-    cfg, params, x = run.config, run.params, run.x
-    if grad_out is None:
-        return _forward_diagnosis(subject, cfg, params, x, observed["output"])
+def diagnose(run: Run, observed: dict | None) -> str | None:
+    """The mistake a forward that differs from the reference shows: a solve without the
+    rescale, or one that stops early (none for a forward that raised)."""
+    if observed is None:
+        return None
+    return _forward_diagnosis(run.subject, run.cfg, run.params, run.x64, observed["output"])
+
+
+def diagnose_gradients(run: Run, observed: dict, expected: dict, grad_out: dict) -> str | None:
+    """The mistake wrong gradients show: A alone wrong and equal to the straight-through
+    gradient of the rescale; else a solve that stops early."""
+    cfg, params, x = run.cfg, run.params, run.x64
     tols = gradient_tolerance(cfg, params, x, grad_out["output"])
     failing = [name for name in expected if not tols[name].excess(observed[name], expected[name]) <= 1.0]
     if failing == ["A"]:
         through = backward(cfg, params, x, grad_out["output"], straight_through=True)["A"]
         if tols["A"].excess(observed["A"], through) <= 1.0:
             return "implicit_rescale_straight_through"
-    return _solver_diagnosis(subject)
+    return _solver_diagnosis(run.subject)
 
-
-register_suite_kind(KIND, suite_record(DTYPES, diagnose))
 
 
 # --- The checks only an implicit model has. -----------------------------------------------------
@@ -160,9 +163,9 @@ def _float64(subject, cfg: ImplicitConfig) -> torch.nn.Module:
 def check_d_variant(subject, case) -> dict:
     """D is the expected variant's: h x p (documented, D U_t) or h x (p+h) (D [U_t, H_{t-1}])."""
     run = Run(subject, case, "float64", "d-variant")
-    variant, expected = run.config.d_variant, case.config.d_variant
+    variant, expected = run.cfg.d_variant, case.config.d_variant
     if variant != expected:
-        shape = run.spec.param_shapes(run.config)["D"]
+        shape = run.spec.param_shapes(run.cfg)["D"]
         diagnosis = "implicit_d_library_variant" if variant == "library" else None
         raise Finding(f"D is {shape}: the {variant} variant, not the {expected} one (the numeric "
                       f"checks compare with the {variant} reference)", diagnosis, variant=variant)
@@ -205,7 +208,7 @@ def check_well_posed(subject, case) -> dict:
     if not torch.equal(before, run.parameter("A").detach()):
         raise Finding("the stored A changed in forward and backward", "implicit_param_mutated",
                       parameter="A")
-    cfg, params, x = run.config, run.params, run.x
+    cfg, params, x = run.cfg, run.params, run.x64
     expected = forward(cfg, params, x)
     actual = to_numpy(output)
     numbers = difference(actual, expected.output, output_tolerance(cfg, params, x))
@@ -230,9 +233,9 @@ def check_non_convergence(subject, case) -> dict:
     categories = [w.category for w in caught if issubclass(w.category, RuntimeWarning)]
     if not categories:
         # Silent, and as converged as an uncapped solve: the cap never reached the solver.
-        cfg = run.config.replace(max_iter=case.config.max_iter)
-        converged = forward(cfg, run.params, run.x).output
-        numbers = difference(to_numpy(output), converged, output_tolerance(cfg, run.params, run.x))
+        cfg = run.cfg.replace(max_iter=case.config.max_iter)
+        converged = forward(cfg, run.params, run.x64).output
+        numbers = difference(to_numpy(output), converged, output_tolerance(cfg, run.params, run.x64))
         if numbers["excess"] <= 1.0:
             raise Finding("with max_iter=1 the output is the fully converged one and no warning "
                           "came: the constructor ignored the cap", "implicit_solver_settings_ignored")
@@ -248,7 +251,7 @@ def check_batch_invariance(subject, case) -> dict:
     x = run.tensors()[0]
     together = _output(run.module, x)
     alone = np.concatenate([_output(run.module, x[i:i + 1]) for i in range(case.batch)])
-    bound = output_tolerance(run.config, run.params, run.x)
+    bound = output_tolerance(run.cfg, run.params, run.x64)
     numbers = difference(alone, together, Tolerance(2 * bound.atol, bound.rtol))
     if not numbers["excess"] <= 1.0:
         raise Finding(summary("an output computed one sample at a time", numbers, "the batch's"),
@@ -256,68 +259,42 @@ def check_batch_invariance(subject, case) -> dict:
     return numbers
 
 
-def _same(first: np.ndarray, second: np.ndarray, what: str, diagnosis: str | None = None) -> dict:
-    """`second` equals `first` up to float64 rounding."""
-    numbers = difference(second, first, tolerance("float64"))
-    if not numbers["excess"] <= 1.0:
-        raise Finding(summary(what, numbers, "the original's"), diagnosis, **numbers)
-    return numbers
-
-
-def check_state_dict(subject, case) -> dict:
-    """A fresh model loaded with state_dict() computes what the original does."""
-    run = Run(subject, case, "float64", "state-dict")
-    fresh = _float64(subject, case.config)
-    call("load_state_dict()", fresh.load_state_dict, run.module.state_dict())
-    x = run.tensors()[0]
-    return _same(_output(run.module, x), _output(fresh, x), "the output after load_state_dict()")
-
-
-COPIES = {"deepcopy": copy.deepcopy, "pickle": lambda model: pickle.loads(pickle.dumps(model))}
-
-
-def check_copy(subject, case, how: str) -> dict:
-    """A copy (copy.deepcopy, or a pickle round trip) computes what the original does."""
-    run = Run(subject, case, "float64", how)
-    duplicate = call(how, COPIES[how], run.module)
-    x = run.tensors()[0]
-    return _same(_output(run.module, x), _output(duplicate, x), f"the output of a {how} copy")
-
-
 def check_independent_instances(subject, case) -> dict:
     """Building a second model with other solver settings leaves the first one's alone."""
     run = Run(subject, case, "float64", "independent-instances")
-    x = run.tensors()[0]
-    before = _output(run.module, x)
+    before = run.run()
     _float64(subject, case.config.replace(tol=0.1, max_iter=2))
-    return _same(before, _output(run.module, x), "after a second model (tol=0.1, max_iter=2) "
-                 "was built, the first one's output", "implicit_shared_solver_state")
+    numbers = difference(run.run()["output"], before["output"], tolerance("float64"))
+    if not numbers["excess"] <= 1.0:
+        raise Finding(summary("after a second model (tol=0.1, max_iter=2) was built, the first "
+                              "one's output", numbers, "the original's"),
+                      "implicit_shared_solver_state", **numbers)
+    return numbers
 
 
-# --- The catalogue rows: keyword arguments of rnnbench.suites.checks.Check. ----------------------
+# --- The registration: the cases, the solver's checks (fields of a Check), the hooks. ------------
 
-def _table(*names: str) -> tuple[SpecCase, ...]:
+def _table(*names: str) -> tuple[Case, ...]:
     return tuple(CASES[name] for name in names)
 
 
-ROWS = (
-    *spec_checks(tuple(CASES.values()), DTYPES, (*WRONG_INPUT_SHAPES, INPUT_DTYPE)),
+SOLVER_CHECKS = (
     dict(name="d-variant", category="construction", function=check_d_variant,
-         table=_table("small"), dtype="float64"),
+         table=_table("small"), dtype="float64", group="solver"),
     dict(name="documented-example", category="shapes", function=check_documented_example,
-         table=_table("documented-example")),
+         table=_table("documented-example"), group="solver"),
     dict(name="residual", category="solver", function=check_residual, table=_table("probe"),
-         dtype="float64"),
+         dtype="float64", group="solver"),
     dict(name="well-posed", category="solver", function=check_well_posed,
-         table=_table("triangular"), dtype="float64", backward=True),
+         table=_table("triangular"), dtype="float64", backward=True, group="solver"),
     dict(name="non-convergence", category="solver", function=check_non_convergence,
-         table=_table("slow"), dtype="float64"),
+         table=_table("slow"), dtype="float64", group="solver"),
     dict(name="batch-invariance", category="solver", function=check_batch_invariance,
-         table=_table("slow"), dtype="float64"),
-    dict(name="state-dict", category="construction", function=check_state_dict,
-         table=_table("small"), dtype="float64"),
-    *(dict(name=how, category="construction", function=partial(check_copy, how=how),
-           table=_table("small"), dtype="float64") for how in COPIES),
+         table=_table("slow"), dtype="float64", group="solver"),
     dict(name="independent-instances", category="construction", function=check_independent_instances,
-         table=_table("slow"), dtype="float64"),
+         table=_table("slow"), dtype="float64", group="solver"),
 )
+
+register_kind(SPECS[KIND], SuiteKind(
+    cases=tuple(CASES.values()), dtypes=DTYPES, wrong_inputs=(*WRONG_INPUT_SHAPES, INPUT_DTYPE),
+    extra_checks=SOLVER_CHECKS, diagnose=diagnose, diagnose_gradients=diagnose_gradients))

@@ -1,0 +1,53 @@
+"""Which features running a case needs that an implementation lacks, and why.
+
+A feature is unsupported when the implementation declares it (`Implementation.unsupported`),
+when its signatures say so (a constructor without `bidirectional`, a forward without a state:
+`rnnbench.impls.adapt`), or when the module refuses it: the kind's probes
+(`SuiteKind.probes`, e.g. unbatched input, packed sequences) ask a fresh module once per process,
+and only where a check needs the feature.
+"""
+from __future__ import annotations
+
+from rnnbench.errors import UsageError
+from rnnbench.impls.base import Implementation, required_features
+from rnnbench.suites.subject import Subject
+
+# (constructor, kind, device, feature) -> why the module refuses the feature, or None.
+_PROBED: dict[tuple, str | None] = {}
+
+
+def device_type(device: str) -> str:
+    """"cpu" or "cuda" for a device name ("cuda:1" too); UsageError for anything else."""
+    kind = device.split(":")[0]
+    if device in ("cpu", "cuda") or (kind == "cuda" and device[5:].isdigit()):
+        return kind
+    raise UsageError(f"unknown device {device!r}; use cpu or cuda")
+
+
+def unsupported(subject: Subject, probe: tuple[str, ...] = ()) -> dict[str, str]:
+    """Every feature the subject's kind lacks, with the reason: declared, read off its
+    signatures, or found by the kind's probes of the features in `probe` (once per process)."""
+    impl, kind = subject.impl, subject.kind
+    declared = impl.unsupported_reasons(kind)
+    found = {}
+    for feature, function in subject.suite.probes.items():
+        key = (impl.kinds.get(kind), kind, subject.device, feature)
+        if feature in probe and feature not in declared and key not in _PROBED:
+            _PROBED[key] = function(subject)
+        if _PROBED.get(key):
+            found[feature] = _PROBED[key]
+    return {**found, **declared}
+
+
+def case_missing_features(subject: Subject, case, dtype: str, backward: bool,
+                          check_features=(), probe: bool = True) -> dict[str, str]:
+    """The features running `case` this way needs that the subject's implementation lacks, with
+    the reasons; the module is probed for the features the case needs when `probe`."""
+    impl: Implementation = subject.impl
+    how = {"batched": case.batched, "dtype": dtype, "device": device_type(subject.device),
+           "backward": backward, "extra": tuple(check_features) + tuple(case.needs)}
+    needed = required_features(case.config, **how)
+    reasons = unsupported(subject, tuple(needed) if probe else ())
+    missing = impl.missing_features(case.config, **how)
+    missing += [f for f in needed if f in reasons and f not in missing]
+    return {feature: reasons[feature] for feature in missing}

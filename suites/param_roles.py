@@ -1,0 +1,254 @@
+"""The torch.nn family's parameter inference: which spec parameter each state_dict key of a module
+that names or lays them out its own way holds, from shapes, with names only to break ties.
+
+A *role* for every state_dict key is learnt once per kind on a probe module whose sizes make
+shapes tell the blocks apart (input != hidden), then applied by key name to every
+configuration. It is accepted only when it is unique; otherwise `MappingError` says what could
+not be placed. One matrix per gate (W_ii, W_if, ... or U_z, U_r, ...) is recognised too, the gate
+read from the name and the pieces stacked in torch.nn's gate order. Layers and directions of
+stacked modules are told apart by torch's suffixes or by the numbers (and "reverse"/"backward"
+markers) in the keys.
+"""
+from __future__ import annotations
+
+import re
+
+from rnnbench.reference import Config, param_shapes, param_suffix
+from rnnbench.suites.layers import blocks
+from rnnbench.suites.parammap import MappingError, ParamMap, Piece
+
+_DIGITS = re.compile(r"\d+")
+_REVERSE = re.compile(r"(^|[._])(reverse|backward|bwd|back|rev|b)($|[._])", re.IGNORECASE)
+_FORWARD = re.compile(r"(^|[._])(forward|fwd|fw|f)($|[._])", re.IGNORECASE)
+# Name fragments that say which side a parameter belongs to (lower case, after "W_"/"b_").
+_INPUT_SIDE = ("ih", "xh", "x2h", "i2h", "input", "inp", "wx", "w_x", "kernel")
+_HIDDEN_SIDE = ("hh", "h2h", "hidden", "recurrent", "rec", "wh", "w_h", "u")
+
+
+def template(key: str) -> str:
+    """A key with its layer numbers and direction markers taken out: the same for every layer."""
+    return _DIGITS.sub("#", _FORWARD.sub(r"\1\3", _REVERSE.sub(r"\1\3", key)))
+
+
+def learn_roles(cfg: Config, shapes: dict[str, tuple]) -> dict[str, tuple[str, str]]:
+    """For a one-layer, one-direction module's state_dict shapes: template -> (block, layout),
+    where block is a spec block ("weight_ih", ...) or "combined" (one matrix over [x, h], layout
+    "x|h" or "T-x|h"). MappingError when the keys cannot be matched uniquely."""
+    spec = {blocks(cfg)[name]: shape for name, shape in param_shapes(cfg).items()}
+    rows = spec["weight_ih"][0]
+    inputs, width = cfg.input_size, cfg.output_size
+    roles: dict[str, tuple[str, str]] = {}
+    torch_names = blocks(cfg)
+    for key, shape in shapes.items():
+        if key in torch_names:  # torch.nn's own name: its own block
+            roles[template(key)] = (torch_names[key], "plain")
+            continue
+        candidates = [(block, layout) for block, want in spec.items()
+                      for layout, got in (("plain", want), ("T", want[::-1]))
+                      if tuple(shape) == tuple(got) and (layout == "plain" or len(want) == 2)]
+        if tuple(shape) in ((rows, inputs + width), (inputs + width, rows)):
+            candidates.append(("combined", "x|h" if shape[0] == rows else "T-x|h"))
+        if not candidates:
+            continue  # not a recurrent parameter (an output layer, say): left for the checks
+        roles[template(key)] = _choose(key, candidates)
+    if not {"weight_ih", "combined"} & {block for block, _ in roles.values()}:
+        _per_gate(cfg, {k: v for k, v in shapes.items() if template(k) not in roles}, roles)
+    _settle_orientation(roles)
+    _settle_biases(roles, shapes, cfg)
+    covered = {block.partition(":")[0] for block, _ in roles.values()}
+    if "combined" in covered:
+        covered |= {"weight_ih", "weight_hh"}
+    lacking = [b for b in ("weight_ih", "weight_hh", "weight_hr") if b in spec and b not in covered]
+    if lacking:
+        raise MappingError(f"no parameter found for {', '.join(lacking)} among "
+                           f"{_listed(shapes)}")
+    seen: dict[str, str] = {}
+    for name, (block, _) in roles.items():
+        if block in seen:
+            raise MappingError(f"{seen[block]} and {name} both look like {block}")
+        seen[block] = name
+    return roles
+
+
+def _side(key: str) -> str | None:
+    """"input" or "hidden" where the key's name says so, else None. The name is the key's last
+    part (an nn.Linear's `weight`/`bias` speak for the submodule), with or without a leading
+    "W_"/"b_"; an alias matches it whole or as its start."""
+    parts = [p for p in key.lower().split(".") if p not in ("weight", "bias")]
+    full = parts[-1] if parts else ""
+    names = {full, re.sub(r"^(w|b|weight|bias)_", "", full)}
+    for side, aliases in (("input", _INPUT_SIDE), ("hidden", _HIDDEN_SIDE)):
+        if any(n == a or (len(a) > 1 and n.startswith(a)) for n in names for a in aliases):
+            return side
+    return None
+
+
+def _choose(key: str, candidates: list[tuple[str, str]]) -> tuple[str, str]:
+    """One role among the shape-compatible ones; names break ties between the input and hidden
+    side. Biases stay "bias" and a square matrix's orientation "?" here: `_settle_biases` and
+    `_settle_orientation` decide them once the other weights are known."""
+    if all(block.startswith("bias") for block, _ in candidates):
+        return ("bias", "plain")
+    weights = [c for c in candidates if not c[0].startswith("bias")]
+    if len({block for block, _ in weights}) == 1 and len(weights) == 2:
+        return (weights[0][0], "?")  # square: plain or transposed, shapes cannot tell
+    if len(weights) == 1:
+        return weights[0]
+    side = _side(key)
+    wanted = {"input": "weight_ih", "hidden": "weight_hh"}.get(side)
+    chosen = [c for c in weights if c[0] == wanted]
+    if len(chosen) == 1:
+        return chosen[0]
+    raise MappingError(f"{key} could be any of {', '.join(b + ('.T' if l == 'T' else '') for b, l in weights)}")
+
+
+# Words for each gate, torch.nn's name first; a key's gate is the one its name ends in.
+_GATE_WORDS = {"i": ("i", "in", "input"), "f": ("f", "forget"), "o": ("o", "out", "output"),
+               "g": ("g", "c", "cell", "candidate", "u"), "r": ("r", "reset"),
+               "z": ("z", "u", "update"), "n": ("n", "h", "c", "candidate", "new")}
+
+
+def _gate(key: str, gates: tuple[str, ...]) -> str | None:
+    """The gate a per-gate parameter's name says (W_ii, W_hf, U_z, W_xc, forget_gate.weight...)."""
+    parts = [p for p in key.lower().split(".") if p not in ("weight", "bias")]
+    words = re.sub(r"^(weight|bias|w|u|b)_?", "", parts[-1] if parts else "").split("_")
+    words = [w for w in words if w not in ("gate", "")]
+    if not words:
+        return None
+    last = words[-1]
+    # "ii", "hf", "xc": the side's letter, then the gate's
+    candidates = [last, last[1:]] if len(last) == 2 and last[0] in "xih" else [last]
+    for text in candidates:
+        found = [g for g in gates if text in _GATE_WORDS[g]]
+        if len(found) == 1:
+            return found[0]
+    return None
+
+
+def _per_gate(cfg: Config, shapes: dict[str, tuple], roles: dict) -> None:
+    """Roles for a layout with one matrix (and bias) per gate and side, W_ii, W_hi, b_ii, ...:
+    "weight_ih:<gate>" etc., concatenated in torch.nn's gate order by `resolve`. The side comes
+    from the shape (input != hidden on the probe), the gate from the name."""
+    hidden, inputs, width = cfg.hidden_size, cfg.input_size, cfg.output_size
+    weights = {name: shape for name, shape in shapes.items() if len(shape) == 2}
+    for name, shape in weights.items():
+        side = {(hidden, inputs): ("weight_ih", "plain"), (inputs, hidden): ("weight_ih", "T"),
+                (hidden, width): ("weight_hh", "?")}.get(tuple(shape))
+        gate = _gate(name, cfg.gates)
+        if side and gate:
+            roles[template(name)] = (f"{side[0]}:{gate}", side[1])
+    for name, shape in shapes.items():
+        if tuple(shape) != (hidden,):
+            continue
+        owner = roles.get(template(name.rsplit(".", 1)[0] + ".weight")) if name.endswith(".bias") else None
+        gate = owner[0].partition(":")[2] if owner else _gate(name, cfg.gates)
+        side = (owner[0].partition(":")[0] if owner else
+                {"input": "weight_ih", "hidden": "weight_hh"}.get(_side(name), "weight_ih"))
+        if gate:
+            roles[template(name)] = (f"{side.replace('weight', 'bias')}:{gate}", "plain")
+
+
+def _settle_orientation(roles: dict) -> None:
+    """A square matrix follows the orientation the module's other matrices show: an author who
+    stores W_ih transposed (for x @ W) stores W_hh transposed too. Without a telling matrix,
+    torch.nn's orientation."""
+    known = [layout for block, layout in roles.values()
+             if not block.startswith("bias") and layout != "?"]
+    layout = "T" if known and all(shown.startswith("T") for shown in known) else "plain"
+    for name, (block, current) in roles.items():
+        if current == "?":
+            roles[name] = (block, layout)
+
+
+def _settle_biases(roles: dict, shapes: dict, cfg: Config) -> None:
+    """Place the bias keys: an nn.Linear's bias on its weight's side; else by name; two biases
+    that names cannot tell apart are interchangeable for the Elman and LSTM maths (in key
+    order), never for the GRU's, whose b_hn sits inside r * (...)."""
+    biases = [name for name, (block, _) in roles.items() if block == "bias"]
+    weight_side = {name.rsplit(".", 1)[0]: block for name, (block, _) in roles.items()
+                   if name.endswith(".weight")}
+    open_slots = ["bias_ih", "bias_hh"]
+    unplaced = []
+    for name in biases:
+        owner = weight_side.get(name.rsplit(".", 1)[0]) if name.endswith(".bias") else None
+        side = {"weight_ih": "input", "combined": "input", "weight_hh": "hidden"}.get(owner) or _side(name)
+        slot = {"input": "bias_ih", "hidden": "bias_hh"}.get(side)
+        if slot in open_slots:
+            roles[name] = (slot, "plain")
+            open_slots.remove(slot)
+        else:
+            unplaced.append(name)
+    if len(unplaced) == 2 and cfg.family == "gru":
+        raise MappingError(f"cannot tell which of {unplaced[0]} and {unplaced[1]} is the input "
+                           "bias and which the hidden one (it matters for the GRU)")
+    for name in unplaced:
+        if not open_slots:
+            raise MappingError(f"{name}: one bias too many")
+        roles[name] = (open_slots.pop(0), "plain")
+
+
+def resolve(cfg: Config, shapes: dict[str, tuple], roles: dict[str, tuple[str, str]]) -> ParamMap:
+    """The map for a module of `cfg` with these state_dict shapes, from roles learnt on the probe.
+    MappingError when a key's unit (layer, direction) or role cannot be told."""
+    spec = param_shapes(cfg)
+    entries: dict[str, list[Piece]] = {name: [] for name in spec}
+    gated: dict[str, dict[str, Piece]] = {}
+    units = _units(cfg, [key for key in shapes if template(key) in roles or key in spec])
+    for key, (layer, direction) in units.items():
+        if key in spec:
+            entries[key].append(Piece(key))
+            continue
+        block, layout = roles[template(key)]
+        suffix = "" if cfg.is_cell else param_suffix(layer, direction)
+        if block == "combined":
+            inputs = cfg.input_size if cfg.is_cell else cfg.layer_input_size(layer)
+            prefix = "T-" if layout.startswith("T") else ""
+            entries["weight_ih" + suffix].append(Piece(key, f"{prefix}cols:0:{inputs}"))
+            total = shapes[key][1 if not prefix else 0]
+            entries["weight_hh" + suffix].append(Piece(key, f"{prefix}cols:{inputs}:{total}"))
+        elif ":" in block:  # one gate's piece: placed in gate order below
+            base, _, gate = block.partition(":")
+            gated.setdefault(base + suffix, {})[gate] = Piece(key, layout)
+        elif block + suffix in entries:
+            entries[block + suffix].append(Piece(key, layout))
+    for name, pieces in gated.items():
+        if name in entries and set(pieces) == set(cfg.gates):
+            entries[name] = [pieces[gate] for gate in cfg.gates]
+    return ParamMap({name: tuple(pieces) for name, pieces in entries.items()})
+
+
+def _units(cfg: Config, keys: list[str]) -> dict[str, tuple[int, int]]:
+    """key -> (layer, direction) for the keys of a stacked module."""
+    directions = cfg.num_directions
+    if cfg.is_cell or cfg.num_layers * directions == 1:
+        return {key: (0, 0) for key in keys}
+    units = {}
+    for key in keys:
+        match = re.search(r"_l(\d+)(_reverse)?$", key)
+        if match:
+            units[key] = (int(match.group(1)), 1 if match.group(2) else 0)
+    rest = [key for key in keys if key not in units]
+    if not rest:
+        return units
+    numbers = {key: [int(n) for n in _DIGITS.findall(key)] for key in rest}
+    # The numbers that differ between keys of the same template are the unit's.
+    varying = {}
+    for key in rest:
+        same = [numbers[k] for k in rest if template(k) == template(key)]
+        positions = [i for i in range(len(numbers[key])) if len({tuple(n)[i] for n in same
+                                                                   if len(n) == len(numbers[key])}) > 1]
+        if len(positions) != 1:
+            raise MappingError(f"cannot tell which layer {key} belongs to (give --param-map)")
+        varying[key] = numbers[key][positions[0]]
+    low = min(varying.values())
+    marked = any(_REVERSE.search(key) for key in rest)
+    for key, n in varying.items():
+        if marked or directions == 1:
+            units[key] = (n - low, 1 if _REVERSE.search(key) else 0)
+        else:
+            units[key] = divmod(n - low, directions)
+    return units
+
+
+def _listed(shapes: dict) -> str:
+    return ", ".join(f"{key} {tuple(shape)}" for key, shape in list(shapes.items())[:6]) or "none"

@@ -1,0 +1,197 @@
+"""One configured run of the implementation next to the reference, for a case of any kind.
+
+A `Run` builds a module of the case's configuration, finds its parameters (`Subject.layout`:
+the variant it implements, where its spec parameters sit), gives it parameters drawn from the
+spec's init distributions (or given ones), draws inputs with a nonzero mean, and feeds the
+float64 reference exactly the values the module holds (rounded to its dtype), so only the
+computation differs. What forward returns is validated against the kind's contract (its
+structure through the kind's `flatten_result`, the spec's shapes, the input's dtype and device)
+and keyed by the spec's output names ("output", "h_n", "c_n"; cells "h", "c").
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from rnnbench.reference.kinds import kind_of
+from rnnbench.suites.results import Finding
+from rnnbench.suites.subject import (Subject, call, draw_params, load, params_of,
+                                     spec_parameters, to_numpy)
+
+# Inputs ~ N(INPUT_MEAN, 1): a nonzero mean keeps a missing bias or a sign error from averaging out.
+INPUT_MEAN = 0.5
+STATE_SCALE = 0.5
+_UNSET = object()
+
+
+def policy_dtype(dtype: str, device: str) -> str:
+    """The tolerance policy's name for computing in `dtype` on `device`: float32 on a GPU may use
+    TF32 matmuls (cuDNN allows them by default), which the policy knows as "tf32"."""
+    if dtype == "float32" and device.startswith("cuda") and (
+            torch.backends.cudnn.allow_tf32 or torch.backends.cuda.matmul.allow_tf32):
+        return "tf32"
+    return dtype
+
+
+def nest_state(cfg, named: dict | None):
+    """The state as forward takes it from values keyed by state name: None, one tensor, or a
+    tuple in the spec's state order."""
+    if named is None:
+        return None
+    values = tuple(named[name] for name in kind_of(cfg).state_names(cfg))
+    return values[0] if len(values) == 1 else values
+
+
+def draw_inputs(case, cfg, rng: np.random.Generator) -> tuple[np.ndarray, dict | None]:
+    """An input of the case's size with a nonzero mean, and an initial state if the case passes
+    one, for configuration `cfg` (the case's, or the variant a module turned out to be)."""
+    spec = kind_of(cfg)
+    shapes = spec.io_shapes(cfg, case.batch, case.steps)
+    x = rng.normal(INPUT_MEAN, 1.0, shapes["input"])
+    hx = ({name: STATE_SCALE * rng.normal(size=shapes[name]) for name in spec.state_names(cfg)}
+          if case.h0 else None)
+    return x, hx
+
+
+def draw_case(case, cfg, rng: np.random.Generator) -> tuple[dict, np.ndarray, dict | None]:
+    """Float64 parameters of `cfg` drawn from the spec's init, then `draw_inputs`; the
+    parameters and input as the case's `adjust` makes them."""
+    params = draw_params(cfg, rng)
+    x, hx = draw_inputs(case, cfg, rng)
+    if case.adjust is not None:
+        params, x = case.adjust(params, x)
+    return params, x, hx
+
+
+class Run:
+    """The case's module built in `dtype` next to the reference.
+
+    `params="spec"` draws parameters from the spec's distributions (the case's `adjust` applied)
+    and loads them; a dict of arrays keyed by spec name is loaded as given. `cfg` is the
+    configuration of the variant the module is; `x64`, `hx64` and `params` are float64 copies of
+    exactly what the module gets; `tensors()` makes the tensors.
+    """
+
+    def __init__(self, subject: Subject, case, dtype: str, label: str, *, cfg=None,
+                 params: str | dict = "spec", train: bool = False):
+        self.subject, self.case, self.dtype = subject, case, dtype
+        rng = subject.rng(label, case.name)
+        module = subject.build(cfg or case.config, dtype)
+        self.cfg, self.pmap = subject.layout(module, cfg or case.config)
+        self.spec = kind_of(self.cfg)
+        if isinstance(params, str):
+            drawn, x, hx = draw_case(case, self.cfg, rng)
+        else:
+            drawn, (x, hx) = params, draw_inputs(case, self.cfg, rng)
+        self.module = module
+        self.load(drawn)
+        module.train(train)
+        # Rounded to the module's dtype once, so the reference sees exactly what the module sees.
+        self.x64 = self.rounded(x)
+        self.hx64 = None if hx is None else {name: self.rounded(v) for name, v in hx.items()}
+
+    def load(self, params: dict[str, np.ndarray]) -> None:
+        """Set the module's parameters (by spec name); `params` then holds what it holds."""
+        load(self.module, self.cfg, self.pmap,
+             {name: self.subject.tensor(value, self.dtype) for name, value in params.items()})
+        self.params = params_of(self.module, self.cfg, self.pmap)
+
+    def rounded(self, array: np.ndarray) -> np.ndarray:
+        """`array` rounded to the module's dtype, as float64."""
+        return to_numpy(self.subject.tensor(array, self.dtype))
+
+    def tensors(self) -> tuple[torch.Tensor, dict | None]:
+        """Fresh tensors of the input and initial state (None when the case omits it): every call
+        gets its own, so an implementation that writes to its input cannot change later calls."""
+        hx = None if self.hx64 is None else {
+            name: self.subject.tensor(value, self.dtype) for name, value in self.hx64.items()}
+        return self.subject.tensor(self.x64, self.dtype), hx
+
+    @property
+    def steps(self) -> int:
+        return self.case.steps if self.spec.steps_matter else 1
+
+    def tolerance(self, gradient: bool = False, grad_out: dict | None = None):
+        """The outputs' tolerance, or the gradients' (one, or one per name where the kind's
+        tolerance depends on the run's values)."""
+        if self.spec.run_tolerance is not None:
+            return self.spec.run_tolerance(self.cfg, self.dtype, self.params, self.x64, self.hx64,
+                                           grad_out if gradient else None)
+        return self.tolerance_as(policy_dtype(self.dtype, self.subject.device), gradient)
+
+    def tolerance_as(self, dtype: str, gradient: bool = False):
+        """The policy's tolerance for this run's length and depth, as if computed in `dtype`."""
+        return self.spec.tolerance(self.cfg, dtype, self.case.steps, gradient)
+
+    def call(self, x=None, hx=_UNSET, module=None, cfg=None) -> dict[str, torch.Tensor]:
+        """Run a module (default: this run's, on its inputs; pass `cfg` with another module);
+        tensors keyed by output name, validated against the contract."""
+        fresh_x, fresh_hx = self.tensors()
+        x = fresh_x if x is None else x
+        hx = fresh_hx if hx is _UNSET else hx
+        module, cfg = (self.module, self.cfg) if module is None else (module, cfg)
+        return self.unpack(cfg, x, self.subject_call(x, hx, module, cfg))
+
+    def subject_call(self, x, hx=None, module=None, cfg=None):
+        """A module (default: this run's) on `x` (and `hx`), its return value as is, unchecked."""
+        module, cfg = (self.module, self.cfg) if module is None else (module, cfg)
+        state = nest_state(cfg, hx)
+        return call("forward", module, *((x,) if state is None else (x, state)))
+
+    def run(self, x=None, hx=_UNSET, module=None, cfg=None) -> dict[str, np.ndarray]:
+        """`call`, in float64 NumPy."""
+        return {name: to_numpy(t) for name, t in self.call(x, hx, module, cfg).items()}
+
+    def expected(self, cfg=None, params: dict | None = None, x=None, hx=_UNSET) -> dict:
+        """The reference's outputs, by default for this run's config, parameters and inputs."""
+        cfg = cfg or self.cfg
+        return kind_of(cfg).forward(cfg, self.params if params is None else params,
+                                    self.x64 if x is None else x,
+                                    self.hx64 if hx is _UNSET else hx)
+
+    def parameter(self, name: str) -> torch.nn.Parameter:
+        """The registered parameter storing spec parameter `name`."""
+        return spec_parameters(self.module, self.cfg, self.pmap)[name][0][0]
+
+    def unpack(self, cfg, x: torch.Tensor, result) -> dict[str, torch.Tensor]:
+        """forward's return value for input `x` as tensors keyed by output name; Finding when
+        its structure, shapes, dtype or device differ from the contract's."""
+        suite, spec = self.subject.suite, kind_of(cfg)
+        flatten = suite.flatten_result or flatten_result
+        tensors = flatten(cfg, result)
+        batch, steps = (suite.sizes_of(cfg, x) if suite.sizes_of
+                        else (self.case.batch, self.case.steps))
+        shapes = spec.io_shapes(cfg, batch, steps)
+        for name, value in tensors.items():
+            if tuple(value.shape) != tuple(shapes[name]):
+                diagnosis = (suite.shape_diagnosis(cfg, batch, steps, name, tuple(value.shape))
+                             if suite.shape_diagnosis else None)
+                raise Finding(f"{name} has shape {tuple(value.shape)}, expected "
+                              f"{tuple(shapes[name])}", diagnosis)
+            if value.dtype != x.dtype:
+                raise Finding(f"{name} has dtype {value.dtype}, expected {x.dtype} (the input's)")
+            if value.device != x.device:
+                raise Finding(f"{name} is on {value.device}, expected {x.device} (the input's)")
+        return tensors
+
+
+def flatten_result(cfg, result) -> dict[str, torch.Tensor]:
+    """The plain contract: a tensor for a kind with one output, else a tuple of tensors in the
+    spec's output order; Finding when forward returned anything else."""
+    names = kind_of(cfg).output_names(cfg)
+    values = (result,) if len(names) == 1 else result
+    if not isinstance(values, (tuple, list)) or len(values) != len(names) or not all(
+            isinstance(v, torch.Tensor) for v in values):
+        raise Finding(f"forward returned {describe_structure(result)}, expected "
+                      + (f"a tuple ({', '.join(names)})" if len(names) > 1 else "a Tensor"))
+    return dict(zip(names, values))
+
+
+def describe_structure(value) -> str:
+    """What a return value is, in words: "a Tensor", "a tuple (Tensor, list (Tensor))"."""
+    if isinstance(value, torch.Tensor):
+        return "a Tensor"
+    if isinstance(value, (tuple, list)):
+        inner = ", ".join(describe_structure(v).removeprefix("a ") for v in value)
+        return f"a {type(value).__name__} ({inner})"
+    return f"a {type(value).__name__}"

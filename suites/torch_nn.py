@@ -1,0 +1,439 @@
+"""torch.nn's six kinds in the suites: their case tables, the checks only this family has, and the
+hooks that explain a failure, registered with `register_kind` like any other kind.
+
+Cases: every kind has every combination of batched/unbatched input with the initial state
+given/omitted (tests/test_suites.py checks it). Sizes are chosen so that symmetric setups cannot
+hide a bug: batch, steps, input and hidden sizes all differ (a transposed batch_first or a W used
+transposed then fails loudly or numerically), and hidden sizes (5, 7, 31) are multiples of
+neither the LSTM's 4 nor the GRU's 3 gates (a gate split by chunk size instead of chunk count
+then goes wrong). One case per kind deliberately has input_size == hidden_size, the only way
+feeding the raw input to every layer goes unnoticed by the shapes. Four tables:
+- CASES: the general cases (shapes, numerics, gradients, state, errors, inputs, copies);
+- CONSTRUCTION_CASES: configurations whose construction is examined (init, dtype kwarg, invalid
+  arguments), single-layer ones included, so an implementation without num_layers or
+  bidirectional still has its init checked;
+- DROPOUT_CASES: two-layer sequences with dropout, run in training and eval mode;
+- PACKED_CASES: variable-length sequences handed over as a PackedSequence (`PackedCase`: the
+  lengths, and whether the packing sorts them). Lengths differ, include 1, and are not sorted
+  unless the row packs with enforce_sorted=True, so a state taken at the padded end, a reverse
+  direction started in the padding or a batch order lost in the sorting all show.
+
+The family's own checks: both biases, the dtype/device constructor arguments, invalid
+constructor arguments, variable-length (packed) input, state carry-over, dropout. Its hooks:
+parameters found by role (`param_roles`), a missing bias held at zero, torch.nn's return
+structure, where a forward first diverges (`divergence`) and the named mistakes (`diagnoses`).
+"""
+from __future__ import annotations
+
+import warnings
+from functools import partial
+
+import numpy as np
+import torch
+
+from rnnbench.errors import one_line
+from rnnbench.impls.adapt import zero_state
+from rnnbench.reference import (CELL_KINDS, KINDS, SEQUENCE_KINDS, Config, Uniform, io_shapes)
+from rnnbench.reference.kinds import KINDS as SPECS
+from rnnbench.reference.numerics import output_names
+from rnnbench.suites import (check_construction, check_dropout, check_packed, check_state,
+                             param_roles)
+from rnnbench.suites.cases import OMITTED, Case, PackedCase
+from rnnbench.suites.check_construction import InvalidArgument
+from rnnbench.suites.check_errors import WRONG_INPUTS
+from rnnbench.suites.compare import SAMPLE_VALUES
+from rnnbench.suites.diagnoses import diagnose, final_state_mismatch
+from rnnbench.suites.divergence import locate
+from rnnbench.suites.kinds import SuiteKind, register_kind
+from rnnbench.suites.layers import blocks, is_batched, time_major
+from rnnbench.suites.results import Finding
+from rnnbench.suites.run import describe_structure
+from rnnbench.suites.statistics import fits, sample_fit
+from rnnbench.suites.subject import call
+
+# --- the cases ----------------------------------------------------------------------------------
+
+
+def _rows(kinds, name, batch, steps=1, *, h0=True, quick=False, features=(), **config
+          ) -> tuple[Case, ...]:
+    """One row of a table, for each of `kinds`."""
+    return tuple(Case(name, Config(kind, **config), batch, steps, h0, quick, features)
+                 for kind in kinds)
+
+
+SEQ, CELLS = SEQUENCE_KINDS, CELL_KINDS
+
+CASES: tuple[Case, ...] = (
+    *_rows(SEQ, "single-layer", 4, 6, input_size=3, hidden_size=5, quick=True),
+    *_rows(SEQ, "h0-omitted", 2, 4, h0=False, features=OMITTED, input_size=3, hidden_size=5,
+           quick=True),
+    *_rows(SEQ, "two-layer-bidirectional", 4, 6, input_size=3, hidden_size=5, num_layers=2,
+           bidirectional=True, quick=True),
+    *_rows(SEQ, "batch-first", 3, 5, input_size=4, hidden_size=7, batch_first=True, quick=True),
+    *_rows(SEQ, "unbatched", None, 7, input_size=3, hidden_size=5, quick=True),
+    *_rows(SEQ, "unbatched-h0-omitted", None, 5, h0=False, features=OMITTED, input_size=4,
+           hidden_size=7),
+    *_rows(SEQ, "unbatched-bidirectional-batch-first", None, 6, h0=False, input_size=3,
+           hidden_size=5, bidirectional=True, batch_first=True),
+    *_rows(SEQ, "three-layer-square", 2, 4, input_size=5, hidden_size=5, num_layers=3, quick=True),
+    *_rows(SEQ, "no-bias", 2, 4, input_size=3, hidden_size=7, num_layers=2, bias=False, quick=True),
+    *_rows(SEQ, "single-step", 5, 1, input_size=3, hidden_size=7),
+    *_rows(("rnn",), "relu", 4, 6, input_size=3, hidden_size=5, num_layers=2, nonlinearity="relu"),
+    *_rows(("lstm",), "projection-bidirectional", 2, 5, input_size=3, hidden_size=7, num_layers=2,
+           bidirectional=True, proj_size=4, quick=True),
+    *_rows(CELLS, "batched", 4, input_size=3, hidden_size=5, quick=True),
+    *_rows(CELLS, "h0-omitted", 2, h0=False, features=OMITTED, input_size=3, hidden_size=5,
+           quick=True),
+    *_rows(CELLS, "unbatched", None, input_size=3, hidden_size=7, quick=True),
+    *_rows(CELLS, "unbatched-h0-omitted", None, h0=False, features=OMITTED, input_size=4,
+           hidden_size=7, quick=True),
+    *_rows(CELLS, "no-bias", 2, input_size=4, hidden_size=5, bias=False, quick=True),
+    *_rows(("rnn_cell",), "relu", 4, input_size=3, hidden_size=5, nonlinearity="relu"),
+)
+
+CONSTRUCTION_CASES: tuple[Case, ...] = (
+    *_rows(SEQ, "single-layer", 4, 6, input_size=3, hidden_size=7, quick=True),
+    *_rows(SEQ, "two-layer-bidirectional", 4, 6, input_size=3, hidden_size=7, num_layers=2,
+           bidirectional=True, quick=True),
+    *_rows(("lstm",), "projection", 4, 6, input_size=3, hidden_size=7, num_layers=2,
+           bidirectional=True, proj_size=3, quick=True),
+    *_rows(CELLS, "cell", 4, input_size=3, hidden_size=7, quick=True),
+)
+
+# Hidden 31, batch 8, 5 steps: 1240 dropout decisions between the two layers, enough for the
+# rate test in `check_dropout`. p = 0.3, not 0.5, where p and the keep probability 1-p coincide.
+DROPOUT_CASES: tuple[Case, ...] = (
+    *_rows(SEQ, "dropout-0.3", 8, 5, h0=False, input_size=4, hidden_size=31, num_layers=2,
+           dropout=0.3, quick=True),
+    *_rows(SEQ, "dropout-0", 8, 5, h0=False, input_size=4, hidden_size=31, num_layers=2,
+           dropout=0.0),
+    *_rows(SEQ, "dropout-1", 8, 5, h0=False, input_size=4, hidden_size=31, num_layers=2,
+           dropout=1.0),
+    *_rows(SEQ, "dropout-single-layer", 8, 5, h0=False, input_size=4, hidden_size=31, dropout=0.3,
+           quick=True),
+)
+
+PACKED = ("packed",)
+
+
+def _packed(kinds, name, lengths, *, enforce_sorted=False, h0=True, quick=True, **config
+            ) -> tuple[PackedCase, ...]:
+    """One row of PACKED_CASES for each of `kinds`; h0=False rows are about omitting it too."""
+    features = PACKED + (OMITTED if not h0 else ())
+    return tuple(PackedCase(name, Config(kind, **config), len(lengths), max(lengths), h0, quick,
+                            features, lengths=tuple(lengths), enforce_sorted=enforce_sorted)
+                 for kind in kinds)
+
+
+PACKED_CASES: tuple[PackedCase, ...] = (
+    *_packed(SEQ, "packed-single-layer", (4, 1, 6, 3), input_size=3, hidden_size=5),
+    *_packed(SEQ, "packed-sorted-h0-omitted", (6, 4, 4, 1), enforce_sorted=True, h0=False,
+             input_size=3, hidden_size=5),
+    *_packed(SEQ, "packed-bidirectional", (2, 6, 1, 4), input_size=4, hidden_size=5,
+             bidirectional=True),
+    *_packed(SEQ, "packed-two-layer-bidirectional", (3, 5, 1), input_size=3, hidden_size=7,
+             num_layers=2, bidirectional=True),
+    *_packed(SEQ, "packed-batch-first", (2, 5, 1), h0=False, input_size=4, hidden_size=5,
+             batch_first=True, quick=False),
+    *_packed(("lstm",), "packed-projection-bidirectional", (4, 1, 5), input_size=3,
+             hidden_size=7, num_layers=2, bidirectional=True, proj_size=4),
+)
+
+INVALID_ARGUMENTS = (
+    InvalidArgument("hidden_size=-1", lambda cfg: {"hidden_size": -1}, KINDS),
+    # torch.nn's cells accept hidden_size=0 (an empty module); its sequence modules do not.
+    InvalidArgument("hidden_size=0", lambda cfg: {"hidden_size": 0}, SEQUENCE_KINDS),
+    InvalidArgument("num_layers=0", lambda cfg: {"num_layers": 0}, SEQUENCE_KINDS),
+    InvalidArgument("dropout=-0.1", lambda cfg: {"dropout": -0.1}, SEQUENCE_KINDS),
+    InvalidArgument("dropout=1.5", lambda cfg: {"dropout": 1.5}, SEQUENCE_KINDS),
+    InvalidArgument("nonlinearity='gelu'", lambda cfg: {"nonlinearity": "gelu"}, ("rnn", "rnn_cell"),
+                    at_forward=True),
+    InvalidArgument("proj_size=-1", lambda cfg: {"proj_size": -1}, ("lstm",)),
+    InvalidArgument("proj_size=hidden_size", lambda cfg: {"proj_size": cfg.hidden_size}, ("lstm",)),
+)
+
+
+def probe_config(kind: str) -> Config:
+    """The configuration parameter roles are learnt on and features probed with: one layer and
+    direction, input != hidden and hidden not a multiple of the gate count, so that shapes tell
+    the blocks apart."""
+    return Config(kind, 3, 5)
+
+
+# --- drawn cases for --fuzz -------------------------------------------------------------------
+
+MAX_SIZE = 6
+MAX_LAYERS = 3
+MAX_STEPS = 6
+MAX_BATCH = 4
+
+
+def case_strategy(kind: str):
+    """Cases of `kind`: a valid Config with small sizes, a batch (or none) and a length."""
+    from hypothesis import strategies as st
+
+    size = st.integers(1, MAX_SIZE)
+    cell = kind in CELL_KINDS
+
+    @st.composite
+    def cases(draw) -> Case:
+        options = {"bias": draw(st.booleans())}
+        if kind.startswith("rnn"):
+            options["nonlinearity"] = draw(st.sampled_from(("tanh", "relu")))
+        hidden = draw(size)
+        if not cell:
+            options.update(num_layers=draw(st.integers(1, MAX_LAYERS)),
+                           bidirectional=draw(st.booleans()), batch_first=draw(st.booleans()))
+            if kind == "lstm" and hidden > 1:
+                options["proj_size"] = draw(st.integers(0, hidden - 1))
+        config = Config(kind, draw(size), hidden, **options)
+        batch = draw(st.one_of(st.none(), st.integers(1, MAX_BATCH)))
+        h0 = draw(st.booleans())
+        steps = 1 if cell else draw(st.integers(1, MAX_STEPS))
+        return Case("fuzzed", config, batch, steps, h0, features=() if h0 else OMITTED)
+
+    return cases()
+
+
+# --- where the parameters are ----------------------------------------------------------------
+
+# (constructor, kind, device) -> the roles of its state_dict keys, or why they are unknown.
+_ROLES: dict[tuple, dict | param_roles.MappingError] = {}
+
+
+def inferred_map(subject, cfg: Config, shapes: dict[str, tuple]):
+    """The parameter map of a module that names or lays out its parameters its own way: roles
+    learnt once per process on the probe module, applied to `cfg`'s keys."""
+    key = (subject.impl.kinds[subject.kind], subject.kind, subject.device)
+    if key not in _ROLES:
+        probe = probe_config(subject.kind)
+        state = call("state_dict()", subject.construct(probe).state_dict)
+        try:
+            _ROLES[key] = param_roles.learn_roles(probe, {k: tuple(v.shape) for k, v in state.items()})
+        except param_roles.MappingError as exc:
+            _ROLES[key] = exc
+    roles = _ROLES[key]
+    if isinstance(roles, param_roles.MappingError):
+        raise roles
+    return param_roles.resolve(cfg, shapes, roles)
+
+
+def biases(cfg: Config) -> tuple[str, ...]:
+    """The parameters a module may lack and the checks hold at zero: a bias (a missing weight is
+    a missing layer); `check_construction.check_biases` reports them."""
+    return tuple(name for name, block in blocks(cfg).items() if block.startswith("bias"))
+
+
+# --- torch.nn's return structure -------------------------------------------------------------
+
+def flatten_result(cfg: Config, result) -> dict[str, torch.Tensor]:
+    """torch.nn's return structure ((output, h_n), (output, (h_n, c_n)), h, (h, c)) as tensors
+    keyed by output name; Finding when it is not that."""
+    def pair(value):
+        return isinstance(value, (tuple, list)) and len(value) == 2
+    lstm = cfg.family == "lstm"
+    if cfg.is_cell:
+        parts = (tuple(result) if pair(result) else None) if lstm else (result,)
+    elif not pair(result):
+        parts = None
+    elif lstm:
+        parts = (result[0], *result[1]) if pair(result[1]) else None
+    else:
+        parts = tuple(result)
+    if parts is None or not all(isinstance(part, torch.Tensor) for part in parts):
+        stepwise = (not cfg.is_cell and isinstance(result, (tuple, list)) and result
+                    and isinstance(result[0], (tuple, list))
+                    and all(isinstance(t, torch.Tensor) for t in result[0]))
+        raise Finding(f"forward returned {describe_structure(result)}, expected "
+                      f"{_expected_structure(cfg)}", "output_not_stacked" if stepwise else None)
+    return dict(zip(output_names(cfg), parts))
+
+
+def _expected_structure(cfg: Config) -> str:
+    names = output_names(cfg)
+    if cfg.is_cell:
+        return f"a tuple ({', '.join(names)})" if len(names) > 1 else "a Tensor"
+    state = f"({', '.join(names[1:])})" if len(names) > 2 else names[1]
+    return f"a tuple ({names[0]}, {state})"
+
+
+def batch_and_steps(cfg: Config, x) -> tuple[int | None, int]:
+    """The batch size (None if unbatched) and number of steps of an input for `cfg`."""
+    batched = is_batched(cfg, x)
+    if cfg.is_cell:
+        return (x.shape[0] if batched else None), 1
+    time_axis = 1 if batched and cfg.batch_first else 0
+    return (x.shape[1 - time_axis] if batched else None), x.shape[time_axis]
+
+
+def shape_diagnosis(cfg: Config, batch, steps, name: str, got: tuple) -> str | None:
+    """Name the mistakes a wrong output shape gives away."""
+    want = io_shapes(cfg, batch, steps)[name]
+    if name in ("h_n", "c_n") and len(got) == len(want) - 1:
+        return "h_n_no_layer_dim"
+    if cfg.batch_first and batch is not None and batch != steps:
+        # A module that ignores batch_first reads (N, L, I) as N steps of a batch of L.
+        if got == io_shapes(cfg.replace(batch_first=False), steps, batch)[name]:
+            return "batch_first_ignored"
+    return None
+
+
+# --- explaining a failure --------------------------------------------------------------------
+
+def where_diverged(run, observed: dict, expected: dict, name: str, numbers: dict) -> dict:
+    """The layer, direction and timestep where the outputs first part from the reference, and
+    the output's values at that timestep for the finding's sample."""
+    found = locate(run, observed, expected, run.tolerance())
+    if name == "output" and found.get("timestep") is not None:
+        found.update(_at_divergence(run, observed, expected, found))
+    return found
+
+
+def _at_divergence(run, observed: dict, expected: dict, numbers: dict) -> dict:
+    """The output's values at the first diverging timestep (first sequence of the batch, the
+    diverging direction's features)."""
+    cfg, t = run.cfg, numbers["timestep"]
+    width = cfg.output_size
+    d = 1 if numbers.get("direction") == "reverse" else 0
+    def row(output):
+        seq = time_major(cfg, np.asarray(output))
+        return seq[t, 0, d * width:(d + 1) * width]
+    batch_first = cfg.batch_first and run.case.batched
+    at = [t] if not run.case.batched else ([0, t] if batch_first else [t, 0])
+    return {"at": at, "expected": row(expected["output"])[:SAMPLE_VALUES].tolist(),
+            "actual": row(observed["output"])[:SAMPLE_VALUES].tolist()}
+
+
+def init_diagnosis(cfg: Config, samples: dict, wrong: list[str]) -> str | None:
+    """When every failing parameter does fit U(-1/H, 1/H), the bound was computed as 1/H
+    instead of 1/sqrt(H)."""
+    one_over_h = Uniform(-1.0 / cfg.hidden_size, 1.0 / cfg.hidden_size)
+    if all(fits(sample_fit(samples[name], one_over_h)) for name in wrong):
+        return "init_bound_1_over_h"
+    return None
+
+
+def smooth(cfg: Config) -> bool:
+    """Whether the case's gradients are a smooth function of its inputs. relu's derivative
+    jumps at 0, and half precision rounds preactivations across it: there even torch.nn's
+    gradients differ from the float64 reference by O(1) now and then (reference/tolerance.py),
+    so relu gradients are judged in float64 and float32 only."""
+    return cfg.nonlinearity != "relu"
+
+
+# --- features no constructor argument announces ----------------------------------------------
+
+def probe_unbatched(subject) -> str | None:
+    """Unbatched input (the one part of torch.nn's contract no constructor argument announces)
+    is not supported when forward raises on it while the same module runs batched input, asked
+    the same way (the state omitted, or zeros where omitting it fails). A module that returns
+    something for unbatched input is judged on it like any other."""
+    cfg = probe_config(subject.kind)
+    batched, unbatched = (torch.zeros(io_shapes(cfg, batch, 4)["input"]) for batch in (2, None))
+    error = refused(subject, cfg, batched, unbatched, unbatched)
+    if error is None:
+        return None
+    return f"forward raised {one_line(error)} on unbatched input {tuple(unbatched.shape)}"
+
+
+def probe_packed(subject) -> str | None:
+    """Variable-length input is not supported when forward raises on a PackedSequence while the
+    same module runs the same sequences as a plain batch, asked the same way (see
+    `probe_unbatched`). A module that returns something for it is judged on it like any other."""
+    from torch.nn.utils.rnn import pack_padded_sequence
+
+    cfg = probe_config(subject.kind)
+    x = torch.zeros(io_shapes(cfg, 2, 4)["input"])
+    packed = pack_padded_sequence(x, torch.tensor([4, 2]), enforce_sorted=False)
+    error = refused(subject, cfg, x, packed, x)
+    return None if error is None else f"forward raised {one_line(error)} on a PackedSequence"
+
+
+def refused(subject, cfg, plain, other, other_state_like) -> Exception | None:
+    """What forward raised on `other` where a fresh module of `cfg` ran `plain` asked the same
+    way: with the state omitted, or else with zeros (shaped for `plain`, and for
+    `other_state_like` on the second call). None when it ran both, or ran neither (or could not
+    be built): the checks then say how."""
+    def forward(module, x, hx):
+        return module(x) if hx is None else module(x, hx)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            module = subject.construct(cfg)
+        except Exception:
+            return None
+        for state in (lambda x: None, lambda x: zero_state(cfg, x)):
+            try:
+                forward(module, plain, state(plain))
+            except Exception:
+                continue
+            try:
+                forward(module, other, state(other_state_like))
+            except Exception as exc:
+                return exc
+            return None
+    return None
+
+
+# --- the family's own checks -----------------------------------------------------------------
+
+def _select(table: tuple, kind: str) -> tuple:
+    return tuple(case for case in table if case.kind == kind)
+
+
+def _has_dropout(case) -> bool:
+    return case.config.dropout > 0
+
+
+def extra_checks(kind: str) -> tuple[dict, ...]:
+    """The checks only torch.nn's family has, on `kind`'s rows (fields of a `Check`)."""
+    construction, general = _select(CONSTRUCTION_CASES, kind), _select(CASES, kind)
+    dropout, packed = _select(DROPOUT_CASES, kind), _select(PACKED_CASES, kind)
+    rows = [
+        dict(name="biases", category="construction", function=check_construction.check_biases,
+             table=construction, applies=lambda case: case.config.bias),
+        *(dict(name=f"dtype-device{suffix}", category="construction",
+               function=partial(check_construction.check_dtype_device, dtype=dtype),
+               table=construction, dtype=dtype, features=("factory_kwargs",))
+          for dtype, suffix in (("float64", ""), ("float32", "-float32"))),
+        dict(name="invalid-arguments", category="construction",
+             function=partial(check_construction.check_invalid_arguments,
+                              arguments=INVALID_ARGUMENTS), table=construction),
+    ]
+    if packed:
+        # Variable-length sequences (PackedSequence input): float64 tight, float32 by the policy.
+        rows += [dict(name=f"packed-forward{suffix}", category="forward",
+                      function=partial(check_packed.check_packed_forward, dtype=dtype),
+                      table=packed, dtype=dtype)
+                 for dtype, suffix in (("float64", ""), ("float32", "-float32"))]
+        rows.append(dict(name="packed-gradients", category="gradients",
+                         function=partial(check_packed.check_packed_gradients, dtype="float64"),
+                         table=packed, dtype="float64", backward=True))
+    rows.append(dict(name="state", category="state", function=check_state.check_state,
+                     table=general, applies=check_state.applies, features=("initial_state",)))
+    if dropout:
+        rows += [dict(name="dropout-eval", category="dropout", function=check_dropout.check_eval,
+                      table=dropout, applies=_has_dropout),
+                 dict(name="dropout-train", category="dropout", function=check_dropout.check_train,
+                      table=dropout)]
+    return tuple(rows)
+
+
+def record(kind: str) -> SuiteKind:
+    """The suite record of one of torch.nn's kinds."""
+    probes = {"unbatched": probe_unbatched}
+    if kind in SEQUENCE_KINDS:
+        probes["packed"] = probe_packed
+    return SuiteKind(
+        cases=_select(CASES, kind), construction_cases=_select(CONSTRUCTION_CASES, kind),
+        dtypes=("float64", "float32", "bfloat16", "float16"), wrong_inputs=WRONG_INPUTS,
+        extra_checks=extra_checks(kind), contract="torch.nn's", param_map=inferred_map,
+        optional_parameters=biases, flatten_result=flatten_result, sizes_of=batch_and_steps,
+        shape_diagnosis=shape_diagnosis, final_state=final_state_mismatch, diagnose=diagnose,
+        locate=where_diverged, diagnose_init=init_diagnosis, smooth=smooth, probes=probes,
+        fuzz_cases=case_strategy)
+
+
+for _kind in KINDS:
+    register_kind(SPECS[_kind], record(_kind))

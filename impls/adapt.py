@@ -171,9 +171,11 @@ def _forward_features(constructor) -> dict[str, str]:
     """What a class's forward (its __call__ for a plain class) says about the state argument."""
     if not isinstance(constructor, type):
         return {}  # a factory function: its forward is not known before it runs
-    method = constructor.forward if issubclass(constructor, nn.Module) else getattr(
-        constructor, "__call__", None)
-    signature = _signature(method) if method is not None else None
+    # Read statically: a class's own attribute machinery (torch.jit.ScriptModule's, for one)
+    # may run code, or raise, when an attribute is looked up on the class.
+    name = "forward" if issubclass(constructor, nn.Module) else "__call__"
+    method = inspect.getattr_static(constructor, name, None)
+    signature = _signature(method) if callable(method) else None
     if signature is None:
         return {}
     params = list(signature.parameters.values())[1:]  # without self

@@ -23,9 +23,10 @@ CONFIG_FEATURES = ("num_layers", "bidirectional", "batch_first", "proj_size", "n
 DTYPE_FEATURES = ("float64", "float32", "float16", "bfloat16")
 DEVICE_FEATURES = ("cpu", "cuda")
 # How the module is called: an initial state given, the state omitted (hx=None), the
-# constructor's device=/dtype= arguments (torch calls these factory kwargs), and variable-length
-# sequences handed over as a torch.nn.utils.rnn.PackedSequence (sequence kinds only).
-CALL_FEATURES = ("initial_state", "optional_state", "factory_kwargs", "packed")
+# constructor's device=/dtype= arguments (torch calls these factory kwargs), variable-length
+# sequences handed over as a torch.nn.utils.rnn.PackedSequence (sequence kinds only), and the
+# final state returned beside the output.
+CALL_FEATURES = ("initial_state", "optional_state", "factory_kwargs", "packed", "final_state")
 OTHER_FEATURES = ("backward",)
 FEATURES = CONFIG_FEATURES + DTYPE_FEATURES + DEVICE_FEATURES + CALL_FEATURES + OTHER_FEATURES
 

@@ -2,6 +2,10 @@
 exception is said in one line."""
 from __future__ import annotations
 
+import sys
+import traceback
+from pathlib import Path
+
 from rnnbench.findings import strip_addresses
 
 # What importing or calling someone else's code may raise; SystemExit too, as a script may call
@@ -23,3 +27,26 @@ def one_line(exc: BaseException) -> str:
     if cause is not None and cause is not exc:
         text += f" (caused by {one_line(cause)})"
     return strip_addresses(text)
+
+
+def _not_users() -> tuple[str, ...]:
+    """The folders of code that is not the user's: rnnbench's packages, torch's, NumPy's and
+    the standard library."""
+    folders = {Path(module.__file__).parent for name, module in list(sys.modules.items())
+               if (name == "rnnbench" or name.startswith("rnnbench.")
+                   or name in ("torch", "numpy")) and getattr(module, "__file__", None)}
+    folders.add(Path(traceback.__file__).parent)
+    return tuple(str(folder.resolve()) + "/" for folder in folders)
+
+
+def raised_at(exc: BaseException) -> str:
+    """"file.py:line" of the last frame of the user's own code the exception passed through
+    (rnnbench's, torch's, NumPy's and the standard library's frames skipped), else of the
+    innermost frame; "" without a traceback."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return ""
+    skipped = _not_users()
+    users = [f for f in frames if not str(Path(f.filename).resolve()).startswith(skipped)]
+    frame = (users or frames)[-1]
+    return f"{Path(frame.filename).name}:{frame.lineno}"

@@ -94,15 +94,26 @@ DIAGNOSES: dict[str, str] = {
 }
 
 
-# Check names (the part of a check id before "/"), most fundamental first; unknown names last.
-# What the module computes comes before how it is built and named, and error handling last.
-FUNDAMENTAL_ORDER = ("shapes", "forward", "gradients", "state", "init", "dropout-eval",
+# Check names (the part of a check id before "/", without a dtype suffix), most fundamental
+# first; unknown names after these. What the module computes comes before how it is built and
+# named, error handling last; within each, the check closest to the core maths first.
+FUNDAMENTAL_ORDER = ("shapes", "forward", "gradients", "packed-forward", "packed-gradients",
+                     "state", "d-variant", "residual", "well-posed", "batch-invariance",
+                     "non-convergence", "documented-example", "init", "dropout-eval",
                      "dropout-train", "parameters", "biases", "dtype-device", "invalid-arguments",
-                     "error", "inputs")
+                     "error", "inputs", "state-dict", "deepcopy", "pickle")
+# A check's dtype suffix -> how far from float64 it is: a finding in half precision alone is
+# less fundamental than any in float64 or float32.
+_DTYPE_RANK = {"float32": 1, "bfloat16": 2, "float16": 2}
 # A constructor that raises makes every check fail the same way: that group comes first.
 _CANNOT_CONSTRUCT = re.compile(r"^the constructor raised")
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+# Words that differ between the same failure in several dtypes, or of several copy routes: a
+# message is grouped with them taken out.
+_DTYPE_WORDS = re.compile(r"\b(torch\.)?(float(16|32|64)|bfloat16|half|double|float|"
+                          r"(BFloat16|Half|Float|Double)(Tensor)?)\b", re.IGNORECASE)
+_COPY_ROUTE = re.compile(r"^(deepcopy|pickle) raised")
 
 
 @dataclass(frozen=True)
@@ -141,10 +152,10 @@ class FindingGroup:
     def rank(self) -> tuple:
         messages = [r.message or "" for r in self.results]
         if any(_CANNOT_CONSTRUCT.match(m) for m in messages):
-            return (-1, -self.count)
+            return (-1, 0, 0, -self.count)
         if all(m.startswith("not run:") for m in messages):  # a consequence of other findings
-            return (len(FUNDAMENTAL_ORDER) + 1, -self.count)
-        return (_check_rank(self.example.check), -self.count)
+            return (3, 0, 0, -self.count)
+        return (*_check_rank(self.example.check), -self.count)
 
 
 def strip_addresses(message: str) -> str:
@@ -156,7 +167,8 @@ def cause_of(result) -> str:
     """The grouping key of one failed result: its diagnosis, else its normalised message."""
     if result.diagnosis:
         return str(result.diagnosis)
-    return _NUMBER.sub("#", strip_addresses(result.message or ""))
+    message = _COPY_ROUTE.sub("a copy raised", strip_addresses(result.message or ""))
+    return _NUMBER.sub("#", _DTYPE_WORDS.sub("<dtype>", message))
 
 
 def group_failures(results: Iterable) -> list[FindingGroup]:
@@ -170,12 +182,18 @@ def group_failures(results: Iterable) -> list[FindingGroup]:
     return sorted(found, key=lambda group: group.rank)
 
 
-def _check_rank(check_id: str) -> int:
+def _check_rank(check_id: str) -> tuple[int, int, int]:
+    """(1 for half precision, else 0; the name's place in FUNDAMENTAL_ORDER; the dtype's
+    distance from float64): smaller is more fundamental."""
     name = check_id.split("/", 1)[0]
-    for rank, prefix in enumerate(FUNDAMENTAL_ORDER):
-        if name == prefix or name.startswith(prefix + "-"):
-            return rank
-    return len(FUNDAMENTAL_ORDER)
+    base, _, suffix = name.rpartition("-")
+    dtype = _DTYPE_RANK.get(suffix, 0)
+    name = base if dtype else name
+    rank = next((rank for rank, known in enumerate(FUNDAMENTAL_ORDER) if name == known), None)
+    if rank is None:
+        rank = next((rank for rank, prefix in enumerate(FUNDAMENTAL_ORDER)
+                     if name.startswith(prefix + "-")), len(FUNDAMENTAL_ORDER))
+    return (int(dtype == 2), rank, dtype)
 
 
 def unsupported_features(results: Iterable) -> dict[str, dict]:

@@ -54,9 +54,9 @@ def checks_of(kind: str) -> tuple[Check, ...]:
 def _build(suite: SuiteKind) -> tuple[Check, ...]:
     cases, plain = suite.cases, suite.plain_dtype
     extras = [Check(**row) for row in suite.extra_checks]
-    checks = [Check("parameters", "construction", check_parameters, cases),
+    checks = [Check("parameters", "construction", check_parameters, cases, calls=False),
               *(c for c in extras if c.category == "construction"),
-              Check("init", "init", check_init, suite.initial_cases),
+              Check("init", "init", check_init, suite.initial_cases, calls=False),
               Check("shapes", "shapes", check_shapes, cases, dtype=plain),
               *_numeric_checks(suite),
               *(c for c in extras if c.category != "construction"),

@@ -33,6 +33,7 @@ class Check:
     quick_rows: int | None = None
     rows: int | None = None
     group: str | None = None
+    calls: bool = True  # whether it calls forward (else the case's call features do not apply)
 
     def id(self, case) -> str:
         return f"{self.name}/{case.name}"

@@ -28,10 +28,11 @@ def check_parameters(subject, case) -> dict:
     contract = subject.suite.contract
     renamed = {name: pieces for name, pieces in pmap.entries.items()
                if pieces and pieces != (Piece(name),)}
-    if renamed:
+    read_as = {p.describe(): name for name, pieces in renamed.items() for p in pieces}
+    # A map the user gave says the names differ on purpose: it is honoured, not held against them.
+    if renamed and not subject.impl.param_map:
         raise Finding(f"state_dict names differ from {contract}; the checks read them as: "
-                      f"{pmap.describe()}", "param_names",
-                      param_map={p.describe(): name for name, pieces in renamed.items() for p in pieces})
+                      f"{pmap.describe()}", "param_names", param_map=read_as)
     extra = [key for key in call("state_dict()", module.state_dict) if key not in pmap.keys()]
     if extra:
         raise Finding(f"state_dict has entries {contract} has not: {', '.join(extra[:4])}",
@@ -41,7 +42,7 @@ def check_parameters(subject, case) -> dict:
     if odd:
         raise Finding(f"{odd[0]} is {stored[odd[0]][0][0].dtype}, expected the default dtype "
                       f"{default}", parameter=odd[0])
-    return {"parameters": len(stored)}
+    return {"parameters": len(stored), **({"param_map": read_as} if read_as else {})}
 
 
 def check_biases(subject, case) -> dict:
@@ -89,11 +90,18 @@ class InvalidArgument:
 
 
 def check_invalid_arguments(subject, case, arguments: tuple[InvalidArgument, ...]) -> dict:
-    """Arguments torch.nn refuses raise ValueError, TypeError or RuntimeError."""
+    """Arguments torch.nn refuses raise ValueError, TypeError or RuntimeError, where the valid
+    arguments construct a module (a constructor that raises on everything proves nothing by
+    raising on these)."""
     cfg = case.config
+    try:
+        subject.construct(cfg)
+    except Finding as finding:
+        raise Finding(f"with valid arguments too, {finding.message}, so rejecting invalid ones "
+                      "proves nothing", "rejects_valid_input", **finding.numbers) from None
     constructor = subject.impl.constructor(subject.kind)
     shapes = kind_of(cfg).io_shapes(cfg, case.batch, case.steps)
-    problems = []
+    accepted, wrong_type = [], []
     tried = [wrong for wrong in arguments if cfg.kind in wrong.kinds]
     untakeable = []
     for wrong in tried:
@@ -107,13 +115,19 @@ def check_invalid_arguments(subject, case, arguments: tuple[InvalidArgument, ...
         except REJECTIONS:
             continue
         except Exception as exc:
-            problems.append(f"{wrong.name} raised {one_line(exc)}, expected {rejection_names()}")
+            wrong_type.append(f"{wrong.name} raised {one_line(exc)}")
             continue
-        problems.append(f"{wrong.name} accepted")
+        accepted.append(wrong.name)
     if len(untakeable) == len(tried):
         raise NotSupported("the constructor takes none of the arguments tried: "
                            + ", ".join(wrong.name for wrong in tried))
-    if problems:
-        raise Finding(f"{len(problems)} of {len(tried) - len(untakeable)} invalid arguments not "
-                      "rejected: " + "; ".join(problems))
-    return {"tried": len(tried) - len(untakeable)}
+    taken = len(tried) - len(untakeable)
+    if accepted:
+        raise Finding(f"{len(accepted)} of {taken} invalid arguments accepted: "
+                      + ", ".join(accepted) + "".join(f"; rejected with a type torch.nn does not "
+                                                       f"raise: {w}" for w in wrong_type))
+    if wrong_type:
+        raise Finding(f"{len(wrong_type)} of {taken} invalid arguments rejected with an exception "
+                      f"type torch.nn does not raise ({rejection_names()}): " + "; ".join(wrong_type),
+                      "wrong_exception_type")
+    return {"tried": taken}

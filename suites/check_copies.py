@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import pickle
 
+from rnnbench.suites.check_numerics import observe
 from rnnbench.suites.compare import first_mismatch, summary
 from rnnbench.suites.results import Finding
 from rnnbench.suites.run import Run
@@ -30,7 +31,7 @@ def check_state_dict(subject, case) -> dict:
 def same_outputs(run: Run, other, what: str, diagnosis: str | None = None) -> dict:
     """Finding unless `other` gives the run's module's outputs on the run's inputs, within the
     policy tolerance of the dtype."""
-    original = run.run()
+    original = observe(run)
     tol = run.tolerance()
     wrong = first_mismatch(run.run(module=other, cfg=run.cfg), original, tol)
     if wrong is not None:

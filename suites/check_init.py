@@ -19,27 +19,36 @@ import numpy as np
 from rnnbench.reference.kinds import kind_of
 from rnnbench.suites.results import Finding
 from rnnbench.suites.statistics import fits, sample_fit
-from rnnbench.suites.subject import spec_state, to_numpy
+from rnnbench.suites.subject import spec_values, to_numpy
 
 SAMPLES = 1000
 
 
 def check_init(subject, case) -> dict:
-    """Every parameter is drawn from its spec distribution (bounds and a KS test)."""
+    """Every parameter is drawn from its spec distribution (bounds and a KS test), each judged
+    on its own: one of the wrong shape is reported after the others were judged."""
     first = subject.construct(case.config)
     cfg, pmap = subject.layout(first, case.config)
     spec = kind_of(cfg)
-    dists = {name: dist for name, dist in spec.init_spec(cfg).items() if pmap.entries.get(name)}
+    shaped, misshaped = spec_values(first, cfg, pmap)
+    dists = {name: dist for name, dist in spec.init_spec(cfg).items() if name in shaped}
     shapes = spec.param_shapes(cfg)
-    constructions = math.ceil(SAMPLES / max(1, min(math.prod(shapes[name]) for name in dists)))
+    constructions = math.ceil(SAMPLES / max(1, min((math.prod(shapes[name]) for name in dists),
+                                                   default=SAMPLES)))
     drawn = {name: [] for name in dists}
-    for index in range(constructions):
+    for index in range(constructions if dists else 0):
         module = first if index == 0 else subject.construct(case.config)
-        for name, value in spec_state(module, cfg, pmap).items():
-            drawn[name].append(to_numpy(value).ravel())
+        values = spec_values(module, cfg, pmap)[0]
+        for name in dists:
+            drawn[name].append(to_numpy(values[name]).ravel())
     samples = {name: np.concatenate(values) for name, values in drawn.items()}
     fitted = {name: sample_fit(samples[name], dists[name]) for name in dists}
     wrong = [name for name in dists if not fits(fitted[name])]
+    if not wrong and misshaped:
+        finding = next(iter(misshaped.values()))
+        finding.message += (f"; the other {len(dists)} parameters fit their init distributions"
+                            if dists else "")
+        raise finding
     if not wrong:
         return {"constructions": constructions,
                 "worst_p_value": min(f["p_value"] for f in fitted.values())}

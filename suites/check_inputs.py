@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import torch
 
+from rnnbench.suites.check_numerics import observe_tensors
 from rnnbench.suites.results import Finding
 from rnnbench.suites.run import Run
 
@@ -13,7 +14,7 @@ def check_inputs_unchanged(subject, case) -> dict:
     x, hx = run.tensors()
     given = {"input": x, **(hx or {})}
     before = {name: tensor.clone() for name, tensor in given.items()}
-    run.call(x, hx)
+    observe_tensors(run, x, hx)
     changed = [name for name, tensor in given.items() if not torch.equal(tensor, before[name])]
     if changed:
         raise Finding(f"forward modified its {', '.join(changed)}", "input_mutated")

@@ -65,7 +65,11 @@ def gradients(run: Run, outputs: dict, leaves: dict, stored: dict) -> tuple[dict
     rng = run.subject.rng("gradients-out", run.case.name)
     grad_out = {name: run.rounded(rng.normal(size=tuple(t.shape))) for name, t in outputs.items()}
     observed = backward(run, outputs, grad_out, leaves, stored)
-    expected = run.spec.backward(run.cfg, run.params, run.x64, run.hx64, grad_out)
+    # An output the module does not return (its final state) contributes nothing.
+    shapes = run.spec.io_shapes(run.cfg, run.case.batch, run.case.steps)
+    every = {name: grad_out.get(name, np.zeros(shapes[name]))
+             for name in run.spec.output_names(run.cfg)}
+    expected = run.spec.backward(run.cfg, run.params, run.x64, run.hx64, every)
     return observed, {name: expected[name] for name in observed}, grad_out
 
 
@@ -102,7 +106,8 @@ def observe_tensors(run: Run, x=None, hx=None) -> dict:
         return run.call() if x is None else run.call(x, hx)
     except Finding as finding:
         diagnose = run.subject.suite.diagnose
-        finding.diagnosis = finding.diagnosis or (diagnose(run, None) if diagnose else None)
+        finding.diagnosis = finding.diagnosis or (diagnose(run, None, finding.message)
+                                                  if diagnose else None)
         raise
 
 

@@ -10,7 +10,6 @@ to stdout and stderr, which the parent keeps apart from the events.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import sys
@@ -18,7 +17,7 @@ import sys
 from rnnbench.errors import UsageError
 from rnnbench.impls import load
 from rnnbench.suites.fuzz import case_from_json
-from rnnbench.suites.runner import require_available, validate_device, plan, run_item
+from rnnbench.suites.runner import configured, plan, require_available, run_item, validate_device
 
 
 def main(argv: list[str]) -> int:
@@ -31,12 +30,9 @@ def main(argv: list[str]) -> int:
         kinds = options["kinds"]
         try:
             validate_device(options["device"])
-            impl = load(options["target"], kinds[0] if len(kinds) == 1 else None)
-            if options.get("param_map"):
-                impl = dataclasses.replace(impl, param_map=options["param_map"])
-            if options.get("known_failures"):
-                impl = dataclasses.replace(impl, known_failures={**impl.known_failures,
-                                                                 **options["known_failures"]})
+            impl = configured(load(options["target"], kinds[0] if len(kinds) == 1 else None),
+                              options.get("param_map"), options.get("known_failures"),
+                              options.get("unsupported", ()))
             require_available(impl)
             case = options.get("case")
             items = plan(impl, kinds, options["quick"], options.get("checks"), options.get("fuzz"),

@@ -15,12 +15,14 @@ checks name their findings themselves (init, dropout, error inputs, parameter na
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import torch
 
 from rnnbench.findings import DIAGNOSES  # noqa: F401  (re-exported: the suites' vocabulary)
 from rnnbench import reference
-from rnnbench.reference import io_shapes
+from rnnbench.reference import io_shapes, param_shapes
 from rnnbench.reference.numerics import flatten_outputs, nest_state, state_names
 from rnnbench.suites import mistakes
 from rnnbench.suites.compare import agree, excess
@@ -33,11 +35,14 @@ from rnnbench.suites.subject import call, draw_params, params_of, to_numpy
 COARSER = {"float64": "float32", "float16": "bfloat16"}
 
 
-def diagnose(trial, observed: dict | None) -> str | None:
-    """The diagnosis id of a trial whose outputs (`observed`, None if forward raised) are wrong."""
+def diagnose(trial, observed: dict | None, message: str = "") -> str | None:
+    """The diagnosis id of a trial whose outputs (`observed`, None if forward raised `message`)
+    are wrong."""
+    if observed is None and transposed_operand(trial.cfg, message):
+        return "weight_transposed"
     tol = trial.tolerance()
     expected = trial.expected()
-    for probe in (_h0_none_unhandled, _zero_state_default_dtype, _batch_first_ignored,
+    for probe in (_h0_none_unhandled, _batch_first_ignored,
                   _always_batch_first, _training_changes_output, _gates_split_by_size):
         found = probe(trial, observed, expected, tol)
         if found:
@@ -51,11 +56,27 @@ def diagnose(trial, observed: dict | None) -> str | None:
             or final_state_mismatch(trial.cfg, observed, tol))
 
 
+_MATMUL_SHAPES = re.compile(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and "
+                            r"(\d+)x(\d+)\)")
+
+
+def transposed_operand(cfg, message: str) -> bool:
+    """Whether a failed matrix product's shapes say a weight stored (rows, cols) as torch.nn
+    stores it was multiplied as x @ W: mat2 is a non-square spec weight, and mat1's last axis
+    matches its columns."""
+    found = _MATMUL_SHAPES.search(message or "")
+    if not found:
+        return False
+    _, inner, rows, cols = map(int, found.groups())
+    weights = {tuple(shape) for shape in param_shapes(cfg).values() if len(shape) == 2}
+    return rows != cols and (rows, cols) in weights and inner == cols
+
+
 def final_state_mismatch(cfg, pieces: dict, tol) -> str | None:
     """What is wrong when the top layer's h_n contradicts the module's own output sequence (None
     when it does not): each direction's h_n is its output at the last timestep it processed,
     t = L-1 forward, t = 0 reverse."""
-    if cfg.is_cell:
+    if cfg.is_cell or "h_n" not in pieces:
         return None
     seq = time_major(cfg, pieces["output"])
     h_n = pieces["h_n"] if is_batched(cfg, pieces["output"]) else pieces["h_n"][:, None]
@@ -81,14 +102,19 @@ def final_state_mismatch(cfg, pieces: dict, tol) -> str | None:
 
 
 def _h0_none_unhandled(trial, observed, expected, tol) -> str | None:
-    """hx=None fails, but passing zeros explicitly gives the right answer."""
+    """hx=None fails, but passing zeros (of the input's dtype) explicitly gives the right
+    answer: the omitted state is what fails. When it raised in a dtype other than torch's
+    default while the same module in the default dtype runs, the zero state is made in the
+    default dtype, not the input's."""
     if trial.hx64 is not None:
         return None
     try:
         with_zeros = trial.run(hx=_zero_state(trial))
     except Finding:
         return None
-    return "h0_none_unhandled" if agree(with_zeros, expected, tol) else None
+    if not agree(with_zeros, expected, tol):
+        return None
+    return "zero_state_default_dtype" if _default_dtype_runs(trial, observed) else "h0_none_unhandled"
 
 
 def _zero_state(trial) -> dict:
@@ -98,35 +124,18 @@ def _zero_state(trial) -> dict:
             for name in state_names(trial.cfg)}
 
 
-def _zero_state_default_dtype(trial, observed, expected, tol) -> str | None:
-    """forward with hx=None fails in a dtype other than torch's default, yet the same module in
-    the default dtype runs: the zero state is made in the default dtype, not the input's. Not
-    when an explicit zero state fails the same way: then the dtype fails whatever the state
-    (an init or kernel that dtype lacks)."""
-    if observed is not None or trial.hx64 is not None:
-        return None
+def _default_dtype_runs(trial, observed) -> bool:
+    """Whether forward with the state omitted raised (`observed` None) in a dtype other than
+    torch's default, where the same module in the default dtype runs."""
     default = str(torch.get_default_dtype()).removeprefix("torch.")
-    if trial.dtype == default or _fails_alike(trial, _zero_state(trial), None):
-        return None
+    if observed is not None or trial.dtype == default:
+        return False
     try:
         module = trial.subject.build(trial.cfg, default, trial.params)
         call("forward", module, trial.subject.tensor(trial.x64, default))
     except Finding:
-        return None
-    return "zero_state_default_dtype"
-
-
-def _fails_alike(trial, hx, other_hx) -> bool:
-    """Whether forward raises the same message with initial state `hx` as with `other_hx`."""
-    messages = []
-    for state in (hx, other_hx):
-        try:
-            trial.run(hx=state)
-        except Finding as finding:
-            messages.append(str(finding))
-        else:
-            return False
-    return messages[0] == messages[1]
+        return False
+    return True
 
 
 def _training_changes_output(trial, observed, expected, tol) -> str | None:

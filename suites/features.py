@@ -1,10 +1,12 @@
-"""Which features running a case needs that an implementation lacks, and why.
+"""Which features running a case needs that an implementation lacks, why, and where that comes
+from (`SOURCES`).
 
-A feature is unsupported when the implementation declares it (`Implementation.unsupported`),
-when its signatures say so (a constructor without `bidirectional`, a forward without a state:
-`rnnbench.impls.adapt`), or when the module refuses it: the kind's probes
-(`SuiteKind.probes`, e.g. unbatched input, packed sequences) ask a fresh module once per process,
-and only where a check needs the feature.
+A feature is unsupported when the implementation declares it ("declared":
+`Implementation.unsupported`, `--unsupported`), when its signatures say so ("signature": a
+constructor without `bidirectional`, a forward without a state: `rnnbench.impls.adapt`), or when
+the module refuses it ("observed": the kind's probes, `SuiteKind.probes`, e.g. unbatched input,
+packed sequences, ask a fresh module once per process, and only where a check needs the
+feature). Only a declared feature is excused from the drop-in verdict.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from rnnbench.errors import UsageError
 from rnnbench.impls.base import Implementation, required_features
 from rnnbench.suites.subject import Subject
 
+SOURCES = ("declared", "signature", "observed")
 # (constructor, kind, device, feature) -> why the module refuses the feature, or None.
 _PROBED: dict[tuple, str | None] = {}
 
@@ -39,13 +42,24 @@ def unsupported(subject: Subject, probe: tuple[str, ...] = ()) -> dict[str, str]
     return {**found, **declared}
 
 
+def source(subject: Subject, feature: str) -> str:
+    """Where the subject's lack of `feature` comes from: one of SOURCES."""
+    if feature in subject.impl.unsupported:
+        return "declared"
+    key = (subject.impl.kinds.get(subject.kind), subject.kind, subject.device, feature)
+    return "observed" if _PROBED.get(key) else "signature"
+
+
 def case_missing_features(subject: Subject, case, dtype: str, backward: bool,
-                          check_features=(), probe: bool = True) -> dict[str, str]:
+                          check_features=(), probe: bool = True, calls: bool = True
+                          ) -> dict[str, str]:
     """The features running `case` this way needs that the subject's implementation lacks, with
-    the reasons; the module is probed for the features the case needs when `probe`."""
+    the reasons; the module is probed for the features the case needs when `probe`. A check
+    that never calls forward (`calls` False) needs none of the case's call features."""
     impl: Implementation = subject.impl
-    how = {"batched": case.batched, "dtype": dtype, "device": device_type(subject.device),
-           "backward": backward, "extra": tuple(check_features) + tuple(case.needs)}
+    how = {"batched": case.batched or not calls, "dtype": dtype,
+           "device": device_type(subject.device), "backward": backward,
+           "extra": tuple(check_features) + (tuple(case.needs) if calls else ())}
     needed = required_features(case.config, **how)
     reasons = unsupported(subject, tuple(needed) if probe else ())
     missing = impl.missing_features(case.config, **how)

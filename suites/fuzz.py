@@ -16,6 +16,7 @@ import random
 from dataclasses import dataclass
 
 from rnnbench.reference.kinds import config_from_dict
+from rnnbench.findings import cause_of
 from rnnbench.suites.cases import OMITTED, Case
 from rnnbench.suites.check_numerics import check_forward, check_gradients
 from rnnbench.suites.features import case_missing_features
@@ -69,38 +70,79 @@ def case_from_json(text: str) -> Case:
     return Case("given", config, batch, steps, h0, features=() if h0 else OMITTED)
 
 
+# Distinct causes of failure a search reports, each with its own smallest case.
+MAX_CAUSES = 3
+
+
 def check_fuzz(subject, case: FuzzCase) -> dict:
-    """No drawn case fails the float64 forward and gradient checks."""
+    """No drawn case fails the float64 forward and gradient checks. The search draws every one
+    of its cases (it does not stop at the first failure), then shrinks a smallest case for each
+    distinct cause it met (at most MAX_CAUSES), keeping the cause while it shrinks: a shrink may
+    not turn one bug into another (or into a feature the implementation legitimately lacks)."""
     from hypothesis import HealthCheck, find, settings
     from hypothesis.errors import NoSuchExample
 
-    failures: dict[str, Finding] = {}
-    tried = [0]
+    outcomes: dict[str, Finding | None] = {}
+    met: dict[str, Case] = {}  # cause -> the first case that failed with it, in the order met
 
-    def fails(drawn: Case) -> bool:
-        if case_missing_features(subject, drawn, "float64", True):
-            return False  # a feature the implementation lacks: not a finding
-        tried[0] += 1
-        try:
-            check_forward(subject, drawn, dtype="float64")
-            check_gradients(subject, drawn, dtype="float64")
-        except Finding as finding:
-            failures[case_to_json(drawn)] = finding
-            return True
-        except NotSupported:
-            return False
-        return False
+    def outcome(drawn: Case) -> Finding | None:
+        key = case_to_json(drawn)
+        if key not in outcomes:
+            outcomes[key] = _fuzz_one(subject, drawn)
+            if outcomes[key] is not None:
+                met.setdefault(cause_of(outcomes[key]), drawn)
+        return outcomes[key]
+
+    def fails_as(cause: str):
+        def fails(drawn: Case) -> bool:
+            finding = outcome(drawn)
+            return finding is not None and cause_of(finding) == cause
+        return fails
 
     rules = settings(max_examples=case.examples, database=None, deadline=None,
                      suppress_health_check=list(HealthCheck))
-    try:
-        minimal = find(subject.suite.fuzz_cases(subject.kind), fails, settings=rules,
-                       random=random.Random(subject.seed))
+    strategy = subject.suite.fuzz_cases(subject.kind)
+    try:  # the search: every case drawn, none accepted
+        find(strategy, lambda drawn: outcome(drawn) is None and False, settings=rules,
+             random=random.Random(subject.seed))
     except NoSuchExample:
-        return {"examples": tried[0]}
-    text = case_to_json(minimal)
-    finding = failures[text]
-    raise Finding(f"a drawn case fails: {minimal.config.describe()}, batch {minimal.batch}, "
-                  f"{minimal.steps} steps{'' if minimal.h0 else ', no h0'}: {finding.message}",
-                  finding.diagnosis, case=text,
-                  **{k: v for k, v in finding.numbers.items() if k != "case"})
+        pass
+    if not met:
+        return {"examples": len(outcomes)}
+    ordered = list(met)[:MAX_CAUSES]
+    smallest = {}
+    for cause in ordered:
+        try:
+            smallest[cause] = find(strategy, fails_as(cause), settings=rules,
+                                   random=random.Random(subject.seed))
+        except NoSuchExample:  # too rare to meet again: the case it was met on
+            smallest[cause] = met[cause]
+    first = ordered[0]
+    described = [f"{_described(smallest[c])}: {outcome(smallest[c]).message}" for c in ordered]
+    finding = outcome(smallest[first])
+    message = (f"a drawn case fails: {described[0]}" if len(described) == 1 else
+               f"drawn cases fail in {len(described)} ways: "
+               + "; ".join(f"({n}) {text}" for n, text in enumerate(described, 1)))
+    raise Finding(message, finding.diagnosis, case=case_to_json(smallest[first]),
+                  cases=[case_to_json(smallest[c]) for c in ordered],
+                  **{k: v for k, v in finding.numbers.items() if k not in ("case", "cases")})
+
+
+def _fuzz_one(subject, drawn: Case) -> Finding | None:
+    """The float64 forward and gradient checks on one drawn case: None when they pass or the
+    implementation lacks a feature the case needs, else their finding."""
+    if case_missing_features(subject, drawn, "float64", True):
+        return None  # a feature the implementation lacks: not a finding
+    try:
+        check_forward(subject, drawn, dtype="float64")
+        check_gradients(subject, drawn, dtype="float64")
+    except Finding as finding:
+        return finding
+    except NotSupported:
+        return None
+    return None
+
+
+def _described(drawn: Case) -> str:
+    return (f"{drawn.config.describe()}, batch {drawn.batch}, {drawn.steps} steps"
+            + ("" if drawn.h0 else ", no h0"))

@@ -125,9 +125,9 @@ def _forward_diagnosis(subject, cfg, params, x, actual) -> str | None:
     return _solver_diagnosis(subject)
 
 
-def diagnose(run: Run, observed: dict | None) -> str | None:
+def diagnose(run: Run, observed: dict | None, message: str = "") -> str | None:
     """The mistake a forward that differs from the reference shows: a solve without the
-    rescale, or one that stops early (none for a forward that raised)."""
+    rescale, or one that stops early (none for a forward that raised `message`)."""
     if observed is None:
         return None
     return _forward_diagnosis(run.subject, run.cfg, run.params, run.x64, observed["output"])

@@ -53,13 +53,16 @@ def conform(target: str, kinds=None, device: str = "cpu", quick: bool = False, s
             progress: Callable[[CheckResult, int, int], None] | None = None, *,
             checks: str | None = None, param_map: dict | None = None,
             budget_s: float | None = DEFAULT_BUDGET_S, fuzz: int | None = None,
-            case: str | None = None, known_failures: dict | None = None) -> ConformanceRun:
+            case: str | None = None, known_failures: dict | None = None, unsupported=(),
+            require: str = "drop-in") -> ConformanceRun:
     """Run the checks of `target` isolated; its `ConformanceRun` document.
 
     `checks` selects checks by pattern, `fuzz` searches that many drawn cases per kind, `case`
     (JSON, see `rnnbench.suites.fuzz.case_from_json`) runs one given case (see `runner.plan`);
     `param_map` maps the module's state_dict keys to the spec's names; `known_failures` (pattern
-    -> reason) turns their results into xfail/xpass; `budget_s` bounds the run (None: unbounded).
+    -> reason) turns their results into xfail/xpass; `unsupported` names features the target
+    does not support (declared: not held against it); `require` is the level whose verdict
+    the document's exit code follows; `budget_s` bounds the run (None: unbounded).
     UsageError when the target cannot be loaded, a kind or the device is wrong. Interrupted
     (KeyboardInterrupt), the document has the results so far and `interrupted` set.
     """
@@ -68,7 +71,8 @@ def conform(target: str, kinds=None, device: str = "cpu", quick: bool = False, s
     started = time.perf_counter()
     options = {"target": target, "kinds": list(kinds or []), "device": device, "quick": quick,
                "seed": seed, "checks": checks, "param_map": param_map or {}, "fuzz": fuzz,
-               "case": case, "known_failures": known_failures or {}}
+               "case": case, "known_failures": known_failures or {},
+               "unsupported": sorted(unsupported)}
     run = _Run(options, timeout_s, budget_s, progress)
     try:
         run.until_done()
@@ -77,9 +81,10 @@ def conform(target: str, kinds=None, device: str = "cpu", quick: bool = False, s
     return ConformanceRun(
         target=target, implementation=run.implementation,
         kinds=list(dict.fromkeys(item["kind"] for item in run.items)), device=device,
-        quick=quick, seed=seed, checks=checks, fuzz=fuzz, interrupted=run.interrupted,
+        quick=quick, seed=seed, checks=checks, fuzz=fuzz, case=case, interrupted=run.interrupted,
         duration_s=time.perf_counter() - started, environment=run.environment,
-        known_failures=run.known_failures, results=run.results())
+        known_failures=run.known_failures, results=run.results(), require=require,
+        options={"param_map": param_map or {}, "unsupported": sorted(unsupported)})
 
 
 def native_seconds() -> dict[str, float]:
@@ -155,7 +160,7 @@ class _Run:
             child = _Child({**self.options, "start": start, "skip_kinds": sorted(self.skip_kinds)},
                            output)
             try:
-                running, planned, since = None, False, time.monotonic()
+                running, planned, since, cut = None, False, time.monotonic(), False
                 while True:
                     # Until this child has loaded the target, allow for imports; then per check,
                     # and never past the run's budget.
@@ -167,6 +172,7 @@ class _Run:
                         child.kill()
                         how = (f"timed out after {limit:.0f} s" if deadline == since + limit
                                else "was stopped: the run's budget is spent")
+                        cut = True
                         break
                     if event is None:  # the child closed its end: it is exiting
                         how = child.how_it_ended()
@@ -182,7 +188,7 @@ class _Run:
                 raise
             # Blame the check it was running (if it died between checks: the next one).
             culprit = running if running is not None else self.next_index() if planned else start
-            self.died(culprit, how, time.monotonic() - since, output)
+            self.died(culprit, how, time.monotonic() - since, output, cut)
 
     def handle(self, event: dict, running: int | None) -> int | None:
         """Take in one event from the child; returns the index of the item now running."""
@@ -201,8 +207,10 @@ class _Run:
             self.crashes_in_a_row = 0
         return None
 
-    def died(self, index: int | None, how: str, duration_s: float, output) -> None:
-        """Account for a child that stopped early: an error result for item `index`."""
+    def died(self, index: int | None, how: str, duration_s: float, output,
+             cut: bool = False) -> None:
+        """Account for a child that stopped early: an error result for item `index`; `cut`
+        when it was stopped for taking too long (the check is incomplete, not failed)."""
         if not self.items:
             raise UsageError(f"cannot load {self.options['target']}: the process {how}"
                              + _last_line(output))
@@ -210,7 +218,8 @@ class _Run:
             return
         item = self.items[index]
         self.record(index, CheckResult(**item, outcome="error", message=f"the process {how}"
-                                       + _last_line(output), duration_s=duration_s))
+                                       + _last_line(output), duration_s=duration_s,
+                                       numbers={"incomplete": True} if cut else {}))
         self.lost_s += duration_s
         self.crashes_in_a_row += 1
         if self.crashes_in_a_row >= CRASH_LIMIT:
@@ -220,7 +229,8 @@ class _Run:
         """Every item without a result becomes an error saying why it was not run."""
         for index, item in enumerate(self.items):
             if index not in self.done:
-                self.record(index, CheckResult(**item, outcome="error", message=f"not run: {reason}"))
+                self.record(index, CheckResult(**item, outcome="error", message=f"not run: {reason}",
+                                               numbers={"incomplete": True}))
 
     def give_up(self, kind: str) -> None:
         self.skip_kinds.add(kind)
@@ -229,7 +239,8 @@ class _Run:
             if item["kind"] == kind and index not in self.done:
                 self.record(index, CheckResult(
                     **item, outcome="error",
-                    message=f"not run: the process died on {CRASH_LIMIT} {kind} checks in a row"))
+                    message=f"not run: the process died on {CRASH_LIMIT} {kind} checks in a row",
+                    numbers={"incomplete": True}))
 
 
 class _Child:

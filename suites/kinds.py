@@ -47,8 +47,8 @@ class SuiteKind:
     - `shape_diagnosis(cfg, batch, steps, name, shape)`: the mistake a wrong output shape shows;
     - `final_state(cfg, observed, tol)`: the mistake outputs that contradict each other show
       (None: consistent), judged by the shapes check;
-    - `diagnose(run, observed)`: the mistake a forward that differs from the reference shows
-      (`observed` None: it raised);
+    - `diagnose(run, observed, message="")`: the mistake a forward that differs from the
+      reference shows (`observed` None: it raised, with `message`);
     - `locate(run, observed, expected, name, numbers)`: where it first differs, added to
       `numbers`;
     - `diagnose_gradients(run, observed, expected, grad_out)`: the mistake wrong gradients show;
@@ -56,8 +56,7 @@ class SuiteKind:
     - `smooth(cfg)`: whether gradients are smooth enough to be judged in half precision;
     - `probes`: feature -> probe(subject) giving why the module refuses it (or None), for the
       features no constructor argument announces (unbatched input, packed sequences);
-    - `fuzz_cases(kind)`: a Hypothesis strategy of cases, for `--fuzz`;
-    - `run_tolerance(run, grad_out)`: where the tolerance depends on the run's values."""
+    - `fuzz_cases(kind)`: a Hypothesis strategy of cases, for `--fuzz`."""
 
     cases: tuple
     construction_cases: tuple | None = None

@@ -36,6 +36,9 @@ def pytest_addoption(parser) -> None:
     group.addoption("--impl-case", metavar="JSON", help="run one given case (what a fuzz failure prints)")
     group.addoption("--impl-known-failures", metavar="FILE",
                     help="checks expected to fail (pattern # reason per line): xfail, or xpass")
+    group.addoption("--impl-unsupported", metavar="F,...",
+                    help="features the implementation does not support, e.g. unbatched,packed: "
+                         "their checks are skipped")
 
 
 def pytest_configure(config) -> None:
@@ -52,14 +55,13 @@ def pytest_configure(config) -> None:
 
 def _selection(config) -> dict:
     """The implementation and the plan's arguments the options describe; UsageError if wrong."""
-    import dataclasses
 
     from rnnbench.errors import UsageError
     from rnnbench.impls import load
     from rnnbench.suites.fuzz import case_from_json
     from rnnbench.suites.known import read_file as read_known
     from rnnbench.suites.parammap import parse_user_map
-    from rnnbench.suites.runner import require_available, validate_device, plan
+    from rnnbench.suites.runner import configured, plan, require_available, validate_device
 
     option = config.getoption
     kinds = option("impl_kind") or []
@@ -77,11 +79,12 @@ def _selection(config) -> dict:
         kinds = [case.kind]
     validate_device(option("impl_device"))
     impl = load(option("impl"), kinds[0] if len(kinds) == 1 else None, kind_option="--impl-kind")
-    if param_map:
-        impl = dataclasses.replace(impl, param_map=param_map)
-    if option("impl_known_failures"):
-        known = read_known(option("impl_known_failures"))
-        impl = dataclasses.replace(impl, known_failures={**impl.known_failures, **known})
+    known = read_known(option("impl_known_failures")) if option("impl_known_failures") else None
+    unsupported = [f.strip() for f in (option("impl_unsupported") or "").split(",") if f.strip()]
+    try:
+        impl = configured(impl, param_map, known, unsupported)
+    except UsageError as exc:
+        raise UsageError(str(exc).replace("--unsupported", "--impl-unsupported")) from None
     require_available(impl)
     items = plan(impl, kinds, option("impl_quick"), option("impl_check"), option("impl_fuzz"), case)
     return {"impl": impl, "items": items}

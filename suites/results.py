@@ -18,7 +18,18 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
 
 from rnnbench.documents import CONFORMANCE_SCHEMA, OUTCOMES
-from rnnbench.findings import unsupported_features
+from rnnbench.findings import group_failures, unsupported_features
+
+# The two levels a run is judged at. "numerics": it computes the spec's function (torch.nn's for
+# its kinds) on everything that ran: the checks of NUMERIC_CATEGORIES. "drop-in": it can replace
+# the contract's module as is: every check, and every feature it lacks declared as such.
+LEVELS = ("numerics", "drop-in")
+NUMERIC_CATEGORIES = frozenset({"shapes", "forward", "gradients", "state", "init", "dropout",
+                                "solver"})
+# A level's verdict: nothing failed and something passed ("conforms"); something failed; some
+# checks were cut short (timed out, or not run for lack of time) and none failed; nothing at this
+# level ran at all.
+STATES = ("conforms", "does not conform", "incomplete", "not checked")
 
 
 @dataclass
@@ -66,6 +77,63 @@ class CheckResult:
                    duration_s=float(data.get("duration_s") or 0.0))
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """One level's verdict on a run: its state (one of STATES), and why, one line per cause
+    (a finding, a feature lacked without being declared, checks cut short)."""
+
+    level: str
+    state: str
+    reasons: tuple[str, ...] = ()
+    passed: int = 0
+
+
+def cut_short(result) -> bool:
+    """Whether a result is an error only because the check did not finish (a time limit, the
+    run's budget, an interrupted run), not a failure of the implementation."""
+    return result.outcome == "error" and bool(result.numbers.get("incomplete"))
+
+
+def undeclared_features(results: Iterable) -> dict[str, str]:
+    """Feature -> "reason (source)" for every feature the results skipped that the
+    implementation lacks without declaring it (absent from its signatures, or observed)."""
+    found = {}
+    for result in results:
+        if result.outcome != "not_supported":
+            continue
+        sources = result.numbers.get("sources") or {}
+        for feature, reason in (result.numbers.get("features") or {}).items():
+            if sources.get(feature, "declared") != "declared":
+                found.setdefault(feature, f"{reason} ({sources[feature]})")
+    return found
+
+
+def judge(results: Iterable, interrupted: bool = False) -> dict[str, Verdict]:
+    """Each level's Verdict on a run's results (`CheckResult`s, or anything with their
+    attributes); known failures (xfail) are not failures."""
+    results = list(results)
+    verdicts = {}
+    for level in LEVELS:
+        mine = [r for r in results if level == "drop-in" or r.category in NUMERIC_CATEGORIES]
+        failing = [r for r in mine if r.outcome in ("failed", "error") and not cut_short(r)]
+        reasons = [group.sentence + (f" [{group.diagnosis}]" if group.diagnosis else "")
+                   for group in group_failures(failing)]
+        if level == "drop-in":
+            reasons += [f"{feature} not supported and not declared: {why}"
+                        for feature, why in undeclared_features(results).items()]
+        cut = sum(cut_short(r) for r in mine)
+        passed = sum(r.outcome in ("passed", "xpass") for r in mine)
+        if reasons:
+            state = "does not conform"
+        elif cut or interrupted:
+            state = "incomplete"
+            reasons = [f"{cut} checks did not finish" if cut else "the run was interrupted"]
+        else:
+            state = "conforms" if passed else "not checked"
+        verdicts[level] = Verdict(level, state, tuple(reasons), passed)
+    return verdicts
+
+
 def count_outcomes(results: Iterable[CheckResult]) -> dict[str, int]:
     """Counts per outcome, every outcome present."""
     counts = dict.fromkeys(OUTCOMES, 0)
@@ -89,12 +157,16 @@ class ConformanceRun:
     seed: int = 0
     checks: str | None = None   # the --check selection
     fuzz: int | None = None
+    case: str | None = None     # the --case given (JSON)
     interrupted: bool = False
     duration_s: float = 0.0
     environment: dict | None = None
     known_failures: dict = field(default_factory=dict)
     results: list[CheckResult] = field(default_factory=list)
     error: str = ""
+    require: str = "drop-in"  # the level whose verdict sets the exit code
+    # How the run was asked for, as a rerun must repeat it: param_map, unsupported, timeout_s.
+    options: dict = field(default_factory=dict)
 
     @property
     def summary(self) -> dict[str, int]:
@@ -106,6 +178,20 @@ class ConformanceRun:
         """Feature -> why it is not supported, once per feature the results skipped."""
         return {feature: entry["reason"]
                 for feature, entry in unsupported_features(self.results).items()}
+
+    @property
+    def verdicts(self) -> dict[str, Verdict]:
+        """Each level's verdict (`judge`)."""
+        return judge(self.results, self.interrupted)
+
+    @property
+    def exit_code(self) -> int:
+        """0 when the required level conforms (or, for a selection of checks, nothing at it ran),
+        1 when it does not conform (or nothing at it ran at all), 3 when it is incomplete."""
+        state = self.verdicts[self.require].state
+        if state == "not checked":
+            return 0 if self.checks or self.fuzz or self.case else 1
+        return {"conforms": 0, "does not conform": 1, "incomplete": 3}[state]
 
     @property
     def param_map(self) -> dict[str, str]:
@@ -127,7 +213,11 @@ class ConformanceRun:
         data.update((f.name, getattr(self, f.name)) for f in fields(self) if f.name != "results")
         if not self.error:
             del data["error"]
-        data.update(summary=self.summary, not_supported_features=self.not_supported_features,
+        data.update(summary=self.summary,
+                    verdict={level: {"state": v.state, "reasons": list(v.reasons), "passed": v.passed}
+                             for level, v in self.verdicts.items()},
+                    not_supported_features=self.not_supported_features,
+                    undeclared_features=undeclared_features(self.results),
                     param_map=self.param_map, stale_known_failures=self.stale_known_failures,
                     results=[r.to_json() for r in self.results])
         return data
@@ -156,13 +246,15 @@ class ConformanceRun:
                    kinds=[str(k) for k in kinds] if isinstance(kinds, list) else [],
                    device=str(data.get("device") or "cpu"), quick=data.get("quick") is True,
                    seed=data.get("seed") if isinstance(data.get("seed"), int) else 0,
-                   checks=data.get("checks"), fuzz=data.get("fuzz"),
+                   checks=data.get("checks"), fuzz=data.get("fuzz"), case=data.get("case"),
                    interrupted=data.get("interrupted") is True,
                    duration_s=float(data.get("duration_s") or 0.0),
                    environment=data.get("environment"),
                    known_failures=data.get("known_failures") if isinstance(
                        data.get("known_failures"), dict) else {},
-                   results=results, error=str(data.get("error") or ""))
+                   results=results, error=str(data.get("error") or ""),
+                   require=data.get("require") if data.get("require") in LEVELS else "drop-in",
+                   options=data.get("options") if isinstance(data.get("options"), dict) else {})
 
     @classmethod
     def merged(cls, runs: list[ConformanceRun], kind_order: list[str]) -> ConformanceRun:

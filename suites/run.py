@@ -84,7 +84,15 @@ class Run:
         else:
             drawn, (x, hx) = params, draw_inputs(case, self.cfg, rng)
         self.module = module
-        self.load(drawn)
+        try:
+            self.load(drawn)
+            misshapen = None
+        except Finding as finding:
+            misshapen = finding
+        if misshapen is not None:  # outside the handler, so the crash is not chained to it
+            if misshapen.diagnosis == "param_shapes":
+                self._crash_first(misshapen, x, hx)
+            raise misshapen
         module.train(train)
         # Rounded to the module's dtype once, so the reference sees exactly what the module sees.
         self.x64 = self.rounded(x)
@@ -95,6 +103,18 @@ class Run:
         load(self.module, self.cfg, self.pmap,
              {name: self.subject.tensor(value, self.dtype) for name, value in params.items()})
         self.params = params_of(self.module, self.cfg, self.pmap)
+
+    def _crash_first(self, finding: Finding, x, hx) -> None:
+        """A module that cannot hold the spec's parameters is run with its own: when forward
+        raises, that is what the finding says first (where it raised, what it raised), with the
+        misshapen parameter behind it."""
+        dtype = str(next(self.module.parameters(), torch.empty(0)).dtype).removeprefix("torch.")
+        states = None if hx is None else {n: self.subject.tensor(v, dtype) for n, v in hx.items()}
+        try:
+            self.subject_call(self.subject.tensor(x, dtype), states)
+        except Finding as crash:
+            finding.message = f"{crash.message} (its own parameters: {finding.message})"
+            finding.numbers.update(crash.numbers)
 
     def rounded(self, array: np.ndarray) -> np.ndarray:
         """`array` rounded to the module's dtype, as float64."""
@@ -169,10 +189,17 @@ class Run:
                 raise Finding(f"{name} has shape {tuple(value.shape)}, expected "
                               f"{tuple(shapes[name])}", diagnosis)
             if value.dtype != x.dtype:
-                raise Finding(f"{name} has dtype {value.dtype}, expected {x.dtype} (the input's)")
+                raise Finding(f"{name} has dtype {value.dtype}, expected {x.dtype} (the input's)",
+                              "lower_precision" if _coarser(value.dtype, x.dtype) else None)
             if value.device != x.device:
                 raise Finding(f"{name} is on {value.device}, expected {x.device} (the input's)")
         return tensors
+
+
+def _coarser(dtype: torch.dtype, than: torch.dtype) -> bool:
+    """Whether floating `dtype` holds fewer digits than floating `than`."""
+    return (dtype.is_floating_point and than.is_floating_point
+            and torch.finfo(dtype).eps > torch.finfo(than).eps)
 
 
 def flatten_result(cfg, result) -> dict[str, torch.Tensor]:

@@ -6,6 +6,7 @@ implementation does can take the run down with it.
 """
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import math
 import time
@@ -16,13 +17,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from rnnbench.errors import UsageError, one_line
-from rnnbench.impls.base import Implementation
+from rnnbench.impls.base import FEATURES, Implementation
 from rnnbench.reference.kinds import KINDS, kind_of
 from rnnbench.suites import known
 from rnnbench.suites.cases import Case, PackedCase
 from rnnbench.suites.catalogue import checks_of, suite_kind
 from rnnbench.suites.check import Check
-from rnnbench.suites.features import case_missing_features, device_type
+from rnnbench.suites.features import case_missing_features, device_type, source
 from rnnbench.suites.fuzz import FuzzCase, check_fuzz
 from rnnbench.suites.results import CheckResult, Finding, NotSupported
 from rnnbench.suites.subject import Subject
@@ -75,6 +76,20 @@ def validate_device(device: str) -> None:
                              f"(torch {torch.__version__}, CUDA build {torch.version.cuda})")
 
 
+def configured(impl: Implementation, param_map: dict | None = None,
+               known_failures: dict | None = None, unsupported=()) -> Implementation:
+    """`impl` with what its user says of it on the command line: a parameter map, known
+    failures (added to its own), features it does not support (added to those it declares)."""
+    unknown = sorted(set(unsupported) - set(FEATURES))
+    if unknown:
+        raise UsageError(f"--unsupported {','.join(unknown)}: not a feature (known: "
+                         f"{', '.join(FEATURES)})")
+    return dataclasses.replace(
+        impl, param_map=param_map or impl.param_map,
+        known_failures={**impl.known_failures, **(known_failures or {})},
+        unsupported=impl.unsupported | frozenset(unsupported))
+
+
 def require_available(impl: Implementation) -> None:
     reason = impl.unavailable_reason()
     if reason:
@@ -122,13 +137,18 @@ def run_item(impl: Implementation, item: Item, device: str = "cpu", seed: int = 
     result = CheckResult(**item.describe(), outcome="passed")
     subject = Subject(impl, item.kind, device, seed, suite_kind(item.kind))
     # Features the module may refuse (unbatched input) are asked of it only where a check runs it.
-    missing = case_missing_features(subject, item.case, item.check.dtype, item.check.backward,
-                                    item.check.features,
-                                    probe=item.check.category not in ("construction", "init"))
+    try:
+        missing = case_missing_features(subject, item.case, item.check.dtype, item.check.backward,
+                                        item.check.features, probe=item.check.calls,
+                                        calls=item.check.calls)
+    except Exception as exc:  # reading the implementation's signatures went wrong
+        result.outcome, result.message = "error", f"the check stopped: {one_line(exc)} {_where(exc)}"
+        return result
     if missing:
         result.outcome = "not_supported"
         result.message = "; ".join(f"needs {feature}: {reason}" for feature, reason in missing.items())
-        result.numbers = {"features": missing}
+        result.numbers = {"features": missing,
+                          "sources": {feature: source(subject, feature) for feature in missing}}
         return result
     # Seeded per item, so a result does not depend on which items ran before it.
     torch.manual_seed(zlib.crc32(f"{seed}/{item.kind}/{item.id}".encode()))

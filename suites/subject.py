@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from rnnbench.errors import one_line
+from rnnbench.errors import one_line, raised_at
 from rnnbench.impls.base import Implementation
 from rnnbench.reference import Uniform
 from rnnbench.reference.kinds import kind_of
@@ -35,11 +35,12 @@ TORCH_DTYPES = {"float64": torch.float64, "float32": torch.float32,
 
 
 def call(what: str, function, *args, **kwargs):
-    """Call into the implementation; an exception it raises becomes a Finding naming `what`."""
+    """Call into the implementation; an exception it raises becomes a Finding naming `what`,
+    with where in the user's code it was raised (`raised_at`)."""
     try:
         return function(*args, **kwargs)
     except Exception as exc:
-        raise Finding(f"{what} raised {one_line(exc)}") from exc
+        raise Finding(f"{what} raised {one_line(exc)}", raised_at=raised_at(exc)) from exc
 
 
 def to_numpy(tensor: torch.Tensor) -> np.ndarray:
@@ -99,6 +100,16 @@ class Subject:
         cannot be told."""
         return self.layout(module, cfg)[1]
 
+    def _inferred(self, cfg, shapes: dict[str, tuple]) -> ParamMap:
+        """The map of a module that does not speak the spec's names at the top level: the
+        spec's names inside a nested module, else the kind's own inference where it has one."""
+        try:
+            return parammap.by_name(cfg, shapes)
+        except parammap.MappingError:
+            if self.suite.param_map is None:
+                raise
+        return self.suite.param_map(self, cfg, shapes)
+
     def layout(self, module: torch.nn.Module, cfg) -> tuple[object, ParamMap]:
         """The configuration of the variant `module` is (`KindSpec.config_of`: `cfg` itself for
         kinds without variants) and where its spec parameters sit in it; Finding(param_names)
@@ -111,12 +122,14 @@ class Subject:
                 pmap = parammap.from_user(cfg, shapes, dict(self.impl.param_map))
             elif all(shapes.get(name) == tuple(shape) for name, shape in spec_shapes(cfg).items()):
                 pmap = parammap.identity(cfg)
-            elif self.suite.param_map is not None:
-                pmap = self.suite.param_map(self, cfg, shapes)
             else:
-                pmap = parammap.by_name(cfg, shapes)
+                pmap = self._inferred(cfg, shapes)
         except parammap.MappingError as exc:
-            raise Finding(f"cannot match the module's parameters to {self.suite.contract}: {exc}",
+            raise Finding(f"cannot match the module's parameters to {self.suite.contract}: {exc}; "
+                          f"say which is which with --param-map KEY=NAME,... (its keys: "
+                          f"{', '.join(f'{k} {s}' for k, s in shapes.items())}; the spec's "
+                          f"names: {', '.join(spec_shapes(cfg))}; NAME.T: stored transposed; "
+                          "several keys given one name are stacked in the order given)",
                           "param_names") from None
         if spec.config_of is not None:
             cfg = spec.config_of(cfg, {name: shapes[pieces[0].key]
@@ -132,9 +145,19 @@ class Subject:
 def spec_state(module: torch.nn.Module, cfg, pmap: ParamMap) -> dict[str, torch.Tensor]:
     """The module's values of the spec's parameters in the spec's order, read through `pmap`
     (views of its state_dict entries); a parameter the module does not have is left out.
-    Finding(param_shapes) when a value's shape is not the spec's."""
+    Finding(param_shapes) for the first value whose shape is not the spec's."""
+    values, wrong = spec_values(module, cfg, pmap)
+    if wrong:
+        raise next(iter(wrong.values()))
+    return values
+
+
+def spec_values(module: torch.nn.Module, cfg, pmap: ParamMap
+                ) -> tuple[dict[str, torch.Tensor], dict[str, Finding]]:
+    """`spec_state` parameter by parameter: the values of the spec's shape, and a
+    Finding(param_shapes) for each of the others."""
     state = call("state_dict()", module.state_dict)
-    values = {}
+    values, wrong = {}, {}
     for name, shape in spec_shapes(cfg).items():
         pieces = pmap.entries.get(name, ())
         if not pieces:
@@ -146,11 +169,12 @@ def spec_state(module: torch.nn.Module, cfg, pmap: ParamMap) -> dict[str, torch.
             value = parts[0]
         if tuple(value.shape) != tuple(shape):
             where = " + ".join(p.describe() for p in pieces)
-            raise Finding(f"{name} has shape {tuple(value.shape)}"
-                          + (f" (as {where})" if where != name else "") + f", expected {tuple(shape)}",
-                          "param_shapes", parameter=name)
-        values[name] = value
-    return values
+            wrong[name] = Finding(f"{name} has shape {tuple(value.shape)}"
+                                  + (f" (as {where})" if where != name else "")
+                                  + f", expected {tuple(shape)}", "param_shapes", parameter=name)
+        else:
+            values[name] = value
+    return values, wrong
 
 
 def spec_parameters(module: torch.nn.Module, cfg, pmap: ParamMap) -> dict[str, list]:

@@ -70,13 +70,50 @@ def findings(doc: ConformanceRun) -> list[str]:
             lines.append(f"         first divergence: {where}")
     if len(groups) > SHOWN_FINDINGS:
         lines.append(f"    ... and {len(groups) - SHOWN_FINDINGS} more causes (every result is in --json)")
-    top = groups[0].example
-    drawn = top.numbers.get("case")  # a fuzz finding: its minimal case
-    selection = f"--case {shlex.quote(drawn)}" if drawn else f"--check {top.check}"
-    lines += ["Rerun the first finding alone, with its inputs and numbers:",
-              f"  rnnbench conform {shlex.quote(doc.target)} --kind {top.kind} "
-              f"{selection} --verbose"]
+    command = rerun_command(doc, groups[0].example)
+    if command:
+        lines += ["Rerun the first finding alone, with its inputs and numbers:",
+                  *_continued(command, "  ")]
     return lines
+
+
+def _continued(command: str, indent: str) -> list[str]:
+    """A shell command in lines of at most WIDTH columns, continued with a backslash, so that
+    it can be pasted as it is; a word is never cut."""
+    lines, line = [], indent
+    for word in shlex.split(command):
+        word = shlex.quote(word)
+        if line.strip() and len(line) + 1 + len(word) + 2 > WIDTH:
+            lines.append(line + " \\")
+            line = indent + "    "
+        line += ("" if not line.strip() else " ") + word
+    return lines + [line]
+
+
+def rerun_command(doc: ConformanceRun, result: CheckResult) -> str | None:
+    """The command that reruns `result`'s check alone, as this run was asked for (its case,
+    seed, parameter map, declared features, known failures, time limit, device); None when
+    this run is already that one."""
+    drawn = result.numbers.get("case")  # a fuzz finding: its minimal case
+    if (drawn and doc.case == drawn) or (not drawn and doc.checks == result.check):
+        return None
+    if drawn:
+        selection = ["--case", drawn]
+    else:
+        selection = (["--case", doc.case] if doc.case else []) + ["--check", result.check]
+    options = doc.options
+    words = ["rnnbench", "conform", doc.target, "--kind", result.kind, *selection]
+    for flag, value in (("--device", doc.device if doc.device != "cpu" else None),
+                        ("--seed", doc.seed or None),
+                        ("--param-map", ",".join(f"{k}={v}" for k, v in
+                                                 (options.get("param_map") or {}).items())),
+                        ("--unsupported", ",".join(options.get("unsupported") or ())),
+                        ("--known-failures", options.get("known_failures_file")),
+                        ("--timeout", options.get("timeout")),
+                        ("--require", doc.require if doc.require != "drop-in" else None)):
+        if value:
+            words += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
+    return shlex.join([*words, "--verbose"])
 
 
 def not_supported(doc: ConformanceRun) -> list[str]:
@@ -123,6 +160,8 @@ def details(result: CheckResult) -> list[str]:
     """One result in full: the case's configuration and input shapes, the message, and where
     the numbers were compared, the expected and actual values side by side."""
     lines = finding(result)
+    if result.numbers.get("raised_at"):
+        lines.append(f"  raised at: {result.numbers['raised_at']} (the last frame in your code)")
     setup = result.numbers.get("setup") or {}
     if "config" in setup:
         batch = "none (unbatched)" if setup["batch"] is None else setup["batch"]
@@ -155,15 +194,41 @@ def report(doc: ConformanceRun, verbose: bool = False) -> str:
     if verbose:
         problems = [r for r in doc.results if r.outcome in ("failed", "error")]
         blocks += ["\n".join(details(r)) for r in problems]
-    blocks.append(verdict(doc))
+    blocks.append("\n".join(levels(doc) + [verdict(doc)]))
     return "\n\n".join(blocks)
 
 
+LEVEL_TITLES = {"numerics": "computes the reference's function",
+                "drop-in": "drop-in replacement for the contract's module"}
+STATE_WORDS = {"conforms": "yes", "does not conform": "no", "incomplete": "incomplete",
+               "not checked": "not checked"}
+SHOWN_REASONS = 4
+
+
+def levels(doc: ConformanceRun) -> list[str]:
+    """Both levels' verdicts, each with why not, and which one sets the exit code."""
+    other = "numerics" if doc.require == "drop-in" else "drop-in"
+    lines = [f"Verdict (the exit code follows {doc.require}; --require {other} for the other):"]
+    for level, judged in doc.verdicts.items():
+        passed = f" ({judged.passed} check{'s' * (judged.passed != 1)} passed)" if judged.passed else ""
+        lines.append(f"  {LEVEL_TITLES[level]}: {STATE_WORDS[judged.state]}"
+                     + (passed if judged.state == "conforms" else ""))
+        for reason in judged.reasons[:SHOWN_REASONS]:
+            lines += _wrapped(strip_addresses(reason), "    - ", "      ")
+        if len(judged.reasons) > SHOWN_REASONS:
+            lines.append(f"    ... and {len(judged.reasons) - SHOWN_REASONS} more")
+    return lines
+
+
+RUN_WORDS = {"conforms": "PASSED", "does not conform": "FAILED", "incomplete": "INCOMPLETE",
+             "not checked": "NOT CHECKED"}
+
+
 def verdict(doc: ConformanceRun) -> str:
-    """One line: PASSED or FAILED, the counts, the time."""
+    """One line: PASSED, FAILED, INCOMPLETE or NOT CHECKED at the required level, the counts,
+    the time."""
     counts = doc.summary
-    ok = counts["failed"] == 0 and counts["error"] == 0 and not doc.interrupted
-    word = "INTERRUPTED" if doc.interrupted else ("PASSED" if ok else "FAILED")
+    word = "INTERRUPTED" if doc.interrupted else RUN_WORDS[doc.verdicts[doc.require].state]
     tally = ", ".join(f"{counts.get(outcome, 0)} {name}" for outcome, name in TALLY.items()
                       if outcome in ("passed", "failed", "not_supported", "error") or counts.get(outcome))
     quick = ", quick case list" if doc.quick else ""

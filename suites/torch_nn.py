@@ -31,7 +31,7 @@ from functools import partial
 import numpy as np
 import torch
 
-from rnnbench.errors import one_line
+from rnnbench.errors import one_line, raised_at
 from rnnbench.impls.adapt import zero_state
 from rnnbench.reference import (CELL_KINDS, KINDS, SEQUENCE_KINDS, Config, Uniform, io_shapes)
 from rnnbench.reference.kinds import KINDS as SPECS
@@ -228,7 +228,12 @@ def biases(cfg: Config) -> tuple[str, ...]:
 
 def flatten_result(cfg: Config, result) -> dict[str, torch.Tensor]:
     """torch.nn's return structure ((output, h_n), (output, (h_n, c_n)), h, (h, c)) as tensors
-    keyed by output name; Finding when it is not that."""
+    keyed by output name; Finding when it is not that. A lone tensor where torch.nn returns
+    more is taken as the first output alone: the final state is then what the module lacks
+    (`probe_final_state`), and the rest is judged as usual."""
+    if isinstance(result, torch.Tensor) and len(output_names(cfg)) > 1:
+        return {output_names(cfg)[0]: result}
+
     def pair(value):
         return isinstance(value, (tuple, list)) and len(value) == 2
     lstm = cfg.family == "lstm"
@@ -333,7 +338,24 @@ def probe_unbatched(subject) -> str | None:
     error = refused(subject, cfg, batched, unbatched, unbatched)
     if error is None:
         return None
-    return f"forward raised {one_line(error)} on unbatched input {tuple(unbatched.shape)}"
+    return (f"forward raised {one_line(error)} on unbatched input {tuple(unbatched.shape)}"
+            + _at(error))
+
+
+def probe_final_state(subject) -> str | None:
+    """The final state is not returned when forward, asked the way torch.nn is, returns the
+    output alone (one tensor)."""
+    cfg = probe_config(subject.kind)
+    x = torch.zeros(io_shapes(cfg, 2, 4)["input"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            result = subject.construct(cfg)(x)
+        except Exception:
+            return None  # the checks say how it fails
+    if isinstance(result, torch.Tensor):
+        return f"forward returns the output alone, no final state ({_expected_structure(cfg)} expected)"
+    return None
 
 
 def probe_packed(subject) -> str | None:
@@ -346,7 +368,14 @@ def probe_packed(subject) -> str | None:
     x = torch.zeros(io_shapes(cfg, 2, 4)["input"])
     packed = pack_padded_sequence(x, torch.tensor([4, 2]), enforce_sorted=False)
     error = refused(subject, cfg, x, packed, x)
-    return None if error is None else f"forward raised {one_line(error)} on a PackedSequence"
+    if error is None:
+        return None
+    return f"forward raised {one_line(error)} on a PackedSequence" + _at(error)
+
+
+def _at(error: BaseException) -> str:
+    where = raised_at(error)
+    return f" (at {where})" if where else ""
 
 
 def refused(subject, cfg, plain, other, other_state_like) -> Exception | None:
@@ -392,26 +421,27 @@ def extra_checks(kind: str) -> tuple[dict, ...]:
     dropout, packed = _select(DROPOUT_CASES, kind), _select(PACKED_CASES, kind)
     rows = [
         dict(name="biases", category="construction", function=check_construction.check_biases,
-             table=construction, applies=lambda case: case.config.bias),
+             table=construction, applies=lambda case: case.config.bias, calls=False),
         *(dict(name=f"dtype-device{suffix}", category="construction",
                function=partial(check_construction.check_dtype_device, dtype=dtype),
-               table=construction, dtype=dtype, features=("factory_kwargs",))
+               table=construction, dtype=dtype, features=("factory_kwargs",), calls=False)
           for dtype, suffix in (("float64", ""), ("float32", "-float32"))),
         dict(name="invalid-arguments", category="construction",
              function=partial(check_construction.check_invalid_arguments,
-                              arguments=INVALID_ARGUMENTS), table=construction),
+                              arguments=INVALID_ARGUMENTS), table=construction, calls=False),
     ]
     if packed:
         # Variable-length sequences (PackedSequence input): float64 tight, float32 by the policy.
         rows += [dict(name=f"packed-forward{suffix}", category="forward",
                       function=partial(check_packed.check_packed_forward, dtype=dtype),
-                      table=packed, dtype=dtype)
+                      table=packed, dtype=dtype, features=("final_state",))
                  for dtype, suffix in (("float64", ""), ("float32", "-float32"))]
         rows.append(dict(name="packed-gradients", category="gradients",
                          function=partial(check_packed.check_packed_gradients, dtype="float64"),
-                         table=packed, dtype="float64", backward=True))
+                         table=packed, dtype="float64", backward=True, features=("final_state",)))
     rows.append(dict(name="state", category="state", function=check_state.check_state,
-                     table=general, applies=check_state.applies, features=("initial_state",)))
+                     table=general, applies=check_state.applies,
+                     features=("initial_state", "final_state")))
     if dropout:
         rows += [dict(name="dropout-eval", category="dropout", function=check_dropout.check_eval,
                       table=dropout, applies=_has_dropout),
@@ -422,7 +452,7 @@ def extra_checks(kind: str) -> tuple[dict, ...]:
 
 def record(kind: str) -> SuiteKind:
     """The suite record of one of torch.nn's kinds."""
-    probes = {"unbatched": probe_unbatched}
+    probes = {"unbatched": probe_unbatched, "final_state": probe_final_state}
     if kind in SEQUENCE_KINDS:
         probes["packed"] = probe_packed
     return SuiteKind(

@@ -168,3 +168,22 @@ def test_the_lucid_style_cell_conforms_where_supported():
     assert {r.message for r in results if r.outcome == "not_supported"} == {
         "needs factory_kwargs: the constructor takes no `device` or `dtype`: modules are built, "
         "then moved with .to()"}
+
+
+@pytest.mark.parametrize("row", catalogue.REAL_CODE, ids=lambda row: row.target.rpartition(":")[2])
+def test_defects_of_real_code_get_the_first_finding_and_verdict_a_person_expects(row):
+    from rnnbench.findings import cause_of
+    from rnnbench.suites.results import judge, undeclared_features
+
+    results = run_checks(load(str(ROOT / row.target), row.kind), kinds=[row.kind],
+                         quick=row.quick)
+    groups = group_failures(results)
+    first = groups[0].cause if groups else ""
+    assert first.startswith(row.first), _listing([g.example for g in groups])
+    verdicts = judge(results)
+    assert (verdicts["numerics"].state, verdicts["drop-in"].state) == (row.numerics, row.drop_in)
+    sources = {feature: why.rsplit("(", 1)[1].rstrip(")")
+               for feature, why in undeclared_features(results).items()}
+    assert sources == row.undeclared
+    assert not [r for r in results if r.outcome == "error"], "every check ran to a verdict"
+    assert all(cause_of(g.example) == g.cause for g in groups)

@@ -39,6 +39,14 @@ def add_arguments(parser) -> None:
     parser.add_argument("--known-failures", metavar="FILE",
                         help="checks expected to fail, one pattern per line with a reason after #, "
                              "e.g. 'gru/forward/* # fixed in 2.1': they report xfail (or xpass)")
+    parser.add_argument("--unsupported", metavar="F,...",
+                        help="features your implementation does not support, e.g. "
+                             "unbatched,packed: their checks are not supported and not held "
+                             "against the drop-in verdict (see `rnnbench list` for the names)")
+    parser.add_argument("--require", choices=("drop-in", "numerics"), default="drop-in",
+                        help="the verdict that sets the exit code: drop-in (default: also names, "
+                             "argument validation, every feature present or declared) or "
+                             "numerics (the outputs, gradients, state, init and dropout alone)")
     parser.add_argument("--timeout", type=float, default=None, metavar="S",
                         help="time limit per check in seconds (default 60; more for checks "
                              "that are slow on torch.nn too)")
@@ -52,6 +60,7 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     from rnnbench.documents import require_writable, write_json
+    from rnnbench.impls.base import FEATURES
     from rnnbench.suites import text
     from rnnbench.suites.isolation import DEFAULT_TIMEOUT_S, conform
     from rnnbench.suites.fuzz import case_from_json
@@ -81,20 +90,26 @@ def run(args) -> int:
         if args.kind and args.kind != kinds:
             raise UsageError(f"--case is a {kinds[0]} case; --kind says {', '.join(args.kind)}")
     known_failures = read_known(args.known_failures) if args.known_failures else None
+    unsupported = [f.strip() for f in (args.unsupported or "").split(",") if f.strip()]
+    unknown = [f for f in unsupported if f not in FEATURES]
+    if unknown:
+        raise UsageError(f"--unsupported {','.join(unknown)}: not a feature (known: "
+                         f"{', '.join(FEATURES)})")
     budget = default_budget(args.target) if args.budget is None else (args.budget or None)
     progress = KindTally(sys.stderr)
     doc = conform(args.target, kinds=kinds, device=args.device, quick=args.quick,
                   seed=args.seed, timeout_s=args.timeout or DEFAULT_TIMEOUT_S, progress=progress,
                   checks=args.check, param_map=param_map, budget_s=budget, fuzz=args.fuzz,
-                  case=args.case, known_failures=known_failures)
+                  case=args.case, known_failures=known_failures, unsupported=unsupported,
+                  require=args.require)
     progress.close()
+    doc.options.update(known_failures_file=args.known_failures, timeout=args.timeout)
     if args.json:
         write_json(args.json, doc.to_json())
     print(text.report(doc, verbose=args.verbose))
     if doc.interrupted:
         raise KeyboardInterrupt
-    counts = doc.summary
-    return 1 if counts["failed"] or counts["error"] else 0
+    return doc.exit_code
 
 
 def default_budget(target: str) -> float | None:

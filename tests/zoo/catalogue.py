@@ -162,3 +162,42 @@ BLIND_SPOTS = [
 # 54 s with --timeout 5 and 505 s with the default 60 s per check: 157 passed and 8 errors, each
 # "the process timed out" on whichever check came after the 20th call in a fresh child.
 HANGS = f"{ZOO}/blind_spots.py:HangsAfterTwentyCalls"
+
+
+class RealCode(NamedTuple):
+    """A defect seen in public from-scratch code (real_code.py), and what the verdict must say:
+    the cause of the first finding (a diagnosis id, or how its message starts), each level's
+    state, the features held against the drop-in level ({feature: source}), and whether the
+    quick case list shows it (the half-precision rows are only in the full one)."""
+
+    target: str
+    kind: str
+    first: str
+    numerics: str
+    drop_in: str
+    undeclared: dict[str, str]
+    quick: bool = True
+
+
+REAL = f"{ZOO}/real_code.py"
+NO, YES = "does not conform", "conforms"
+REAL_CODE = [
+    RealCode(f"{REAL}:OutputOnlyLSTM", "lstm", "param_names", YES, NO, {"final_state": "observed"}),
+    RealCode(f"{REAL}:WrongAxisZeroStateGRUCell", "gru_cell", "h0_none_unhandled", NO, NO, {}),
+    RealCode(f"{REAL}:ScriptedRNNCell", "rnn_cell", "silent_broadcast", YES, NO, {}),
+    RealCode(f"{REAL}:StatelessRNN", "rnn", "", YES, NO, {"initial_state": "signature"}),
+    RealCode(f"{REAL}:ShortBiasGRUCell", "gru_cell", "param_shapes", NO, NO, {}),
+    RealCode(f"{REAL}:NoArgumentValidationRNN", "rnn", "the constructor raised TypeError", NO, NO,
+             {}),
+    RealCode(f"{REAL}:RowWeightsRNN", "rnn", "weight_transposed", NO, NO,
+             dict.fromkeys(("num_layers", "bidirectional", "batch_first", "dropout", "no_bias",
+                            "factory_kwargs"), "signature")),
+    RealCode(f"{REAL}:ExpandStateRNN", "rnn", "", YES, NO,
+             {"unbatched": "observed", "packed": "observed"}),
+    RealCode(f"{REAL}:UnpicklableLSTMCell", "lstm_cell", "a copy raised TypeError", YES, NO, {}),
+    RealCode(f"{REAL}:Bfloat16KeyErrorGRUCell", "gru_cell", "lower_precision", NO, NO, {},
+             quick=False),
+    RealCode(f"{REAL}:PerGateGRUCell", "gru_cell", "param_names", NO, NO,
+             dict.fromkeys(("no_bias", "factory_kwargs", "optional_state"), "signature")),
+    RealCode(f"{REAL}:ZeroDivisionRNN", "rnn", "wrong_exception_type", YES, NO, {}),
+]

@@ -1,0 +1,131 @@
+"""The verdict model: two levels (the reference's function, a drop-in replacement), where a
+missing feature comes from, incomplete runs, the exit code `--require` picks, and the command
+that reruns a finding."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rnnbench.cli import main
+from rnnbench.suites.results import CheckResult, ConformanceRun, judge
+from rnnbench.suites.text import rerun_command
+
+ZOO = "tests/zoo"
+
+
+def result(check: str, outcome: str, category: str = "forward", **numbers) -> CheckResult:
+    return CheckResult(check=check, category=category, kind="rnn", case=check.split("/")[1],
+                       outcome=outcome, numbers=numbers)
+
+
+def states(results, interrupted=False) -> dict[str, str]:
+    return {level: v.state for level, v in judge(results, interrupted).items()}
+
+
+def test_a_names_only_failure_keeps_the_numerics_level():
+    results = [result("forward/a", "passed"), result("parameters/a", "failed", "construction")]
+    assert states(results) == {"numerics": "conforms", "drop-in": "does not conform"}
+
+
+def test_a_numeric_failure_fails_both_levels():
+    results = [result("forward/a", "failed"), result("parameters/a", "passed", "construction")]
+    assert states(results) == {"numerics": "does not conform", "drop-in": "does not conform"}
+
+
+@pytest.mark.parametrize("source, drop_in", [("declared", "conforms"),
+                                             ("signature", "does not conform"),
+                                             ("observed", "does not conform")])
+def test_only_a_declared_feature_is_excused_from_the_drop_in_level(source, drop_in):
+    results = [result("forward/a", "passed"),
+               result("forward/b", "not_supported", features={"unbatched": "it raised"},
+                      sources={"unbatched": source})]
+    verdicts = judge(results)
+    assert verdicts["numerics"].state == "conforms" and verdicts["drop-in"].state == drop_in
+    if drop_in != "conforms":
+        assert any("unbatched" in reason and source in reason
+                   for reason in verdicts["drop-in"].reasons)
+
+
+def test_checks_cut_short_make_a_run_incomplete_not_failed():
+    results = [result("forward/a", "passed"),
+               result("forward/b", "error", message="the process timed out", incomplete=True)]
+    assert states(results) == {"numerics": "incomplete", "drop-in": "incomplete"}
+    crashed = [result("forward/a", "passed"), result("forward/b", "error")]
+    assert states(crashed) == {"numerics": "does not conform", "drop-in": "does not conform"}
+    assert states([result("forward/a", "passed")], interrupted=True)["numerics"] == "incomplete"
+
+
+def test_nothing_that_ran_at_a_level_is_not_checked_never_conforms():
+    skipped = [result("forward/a", "not_supported", features={"float64": "declared"},
+                      sources={"float64": "declared"})]
+    assert states(skipped)["numerics"] == "not checked"
+
+
+@pytest.mark.parametrize("require, outcome, code", [
+    ("drop-in", "failed", 1), ("numerics", "failed", 0), ("drop-in", "passed", 0)])
+def test_the_required_level_sets_the_exit_code(require, outcome, code):
+    doc = ConformanceRun("t", results=[result("forward/a", "passed"),
+                                       result("parameters/a", outcome, "construction")],
+                         require=require)
+    assert doc.exit_code == code
+    cut = ConformanceRun("t", results=[result("forward/a", "error", incomplete=True)])
+    assert cut.exit_code == 3
+
+
+def test_the_verdict_travels_in_the_json_document():
+    doc = ConformanceRun("t", results=[result("forward/a", "passed"),
+                                       result("parameters/a", "failed", "construction")],
+                         require="numerics")
+    data = doc.to_json()
+    assert data["verdict"]["numerics"]["state"] == "conforms"
+    assert data["verdict"]["drop-in"]["state"] == "does not conform"
+    again = ConformanceRun.from_json(json.loads(json.dumps(data)))
+    assert again.require == "numerics" and again.verdicts == doc.verdicts
+
+
+def test_the_rerun_command_keeps_how_the_run_was_asked_for():
+    doc = ConformanceRun("m.py:M", seed=3, case='{"config":{}}', device="cuda",
+                         options={"param_map": {"W": "weight_ih_l0"}, "unsupported": ["packed"],
+                                  "known_failures_file": "k.txt", "timeout": 5.0},
+                         require="numerics")
+    command = rerun_command(doc, result("forward/given", "failed"))
+    assert command == ("rnnbench conform m.py:M --kind rnn --case '{\"config\":{}}' --check "
+                       "forward/given --device cuda --seed 3 --param-map W=weight_ih_l0 "
+                       "--unsupported packed --known-failures k.txt --timeout 5 --require "
+                       "numerics --verbose")
+
+
+def test_the_rerun_command_is_not_printed_when_this_run_is_it():
+    doc = ConformanceRun("m.py:M", checks="forward/a")
+    assert rerun_command(doc, result("forward/a", "failed")) is None
+    assert rerun_command(doc, result("forward/b", "failed")) is not None
+
+
+def test_unknown_unsupported_features_are_a_usage_error(capsys):
+    assert main(["conform", "native", "--unsupported", "unbatched,sideways", "--kind", "rnn",
+                 "--check", "parameters/single-layer"]) == 2
+    assert "sideways" in capsys.readouterr().err
+
+
+def test_a_fuzz_search_keeps_distinct_failures_apart_each_with_its_smallest_case():
+    from rnnbench.impls import load
+    from rnnbench.suites import run_checks
+    from rnnbench.suites.catalogue import suite_kind
+    from rnnbench.suites.check_numerics import check_forward
+    from rnnbench.suites.fuzz import case_from_json
+    from rnnbench.suites.results import Finding
+    from rnnbench.suites.subject import Subject
+
+    impl = load(f"{ZOO}/real_code.py:BatchOfOneAndReversedRNN", "rnn")
+    (found,) = run_checks(impl, fuzz=40)
+    assert found.outcome == "failed" and found.message.startswith("drawn cases fail in 2 ways")
+    causes = set()
+    for text in found.numbers["cases"]:
+        case = case_from_json(text)
+        with pytest.raises(Finding) as caught:
+            check_forward(Subject(impl, "rnn", suite=suite_kind("rnn")), case, "float64")
+        causes.add(caught.value.diagnosis or "raised")
+        assert case.batch in (None, 1) or case.steps >= 2  # each as small as its cause allows
+    assert causes == {"time_reversed", "raised"}
+    assert found.numbers["case"] == found.numbers["cases"][0]

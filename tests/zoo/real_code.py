@@ -1,0 +1,214 @@
+"""Recurrent modules written the way public from-scratch code writes them, each showing one kind
+of defect a verdict must explain rightly: what rnnbench should say of each is in
+catalogue.py (REAL_CODE).
+
+- `OutputOnlyLSTM`: wraps nn.LSTM and returns the output alone (no state), a common shape for a
+  model's encoder.
+- `WrongAxisZeroStateGRUCell`: builds its zero state with `input.new_zeros`, but reads the batch
+  from the feature axis.
+- `ScriptedRNNCell`: derives from torch.jit.ScriptModule, with a @script_method forward.
+- `StatelessRNN`: forward(x) only: it always starts from zeros.
+- `ShortBiasGRUCell`: bias_hh one gate short (2H rows), so forward crashes on the sum.
+- `NoArgumentValidationRNN`: the constructor raises on every call that passes `dropout` (it
+  forwards **kwargs to a helper that does not take it), valid ones included.
+- `RowWeightsRNN`: weights stored (H, I) as torch.nn does, but used as x @ W.
+- `ExpandStateRNN`: the omitted state expanded from a (H,) buffer, which breaks on unbatched
+  input with one error message per dtype.
+- `UnpicklableLSTMCell`: keeps a threading.Lock as an attribute.
+- `Bfloat16KeyErrorGRUCell`: looks its gate activations up in a table keyed by dtype that lacks
+  bfloat16, and computes float64 in float32.
+- `PerGateGRUCell`: one nn.Linear per gate and side, numbered (`fc1` to `fc6`): no rule can
+  tell which is which.
+- `ZeroDivisionRNN`: hidden_size=0 raises ZeroDivisionError while computing the init bound.
+"""
+from __future__ import annotations
+
+import math
+import threading
+from typing import Optional
+
+import torch
+from torch import nn
+
+
+class OutputOnlyLSTM(nn.Module):
+    """An encoder: the LSTM's output sequence, no state."""
+
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
+                 dropout=0.0, bidirectional=False, proj_size=0, device=None, dtype=None):
+        super().__init__()
+        self.lstm = nn.LSTM(input_size, hidden_size, num_layers, bias, batch_first, dropout,
+                            bidirectional, proj_size, device=device, dtype=dtype)
+
+    def forward(self, x, hx=None):
+        output, _ = self.lstm(x, hx)
+        return output
+
+
+class WrongAxisZeroStateGRUCell(nn.GRUCell):
+    def forward(self, input, hx=None):
+        if hx is None:
+            hx = input.new_zeros(input.size(-1), self.hidden_size)  # the feature axis, not batch
+        return super().forward(input, hx)
+
+
+class ScriptedRNNCell(torch.jit.ScriptModule):
+    def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", device=None,
+                 dtype=None):
+        super().__init__()
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"unknown nonlinearity {nonlinearity!r}")
+        self.relu = nonlinearity == "relu"
+        bound = 1 / math.sqrt(hidden_size)
+        kwargs = {"device": device, "dtype": dtype}
+        self.weight_ih = nn.Parameter(torch.empty(hidden_size, input_size, **kwargs).uniform_(-bound, bound))
+        self.weight_hh = nn.Parameter(torch.empty(hidden_size, hidden_size, **kwargs).uniform_(-bound, bound))
+        zeros = torch.zeros(hidden_size, **kwargs)
+        self.bias_ih = nn.Parameter(zeros.clone().uniform_(-bound, bound)) if bias else None
+        self.bias_hh = nn.Parameter(zeros.clone().uniform_(-bound, bound)) if bias else None
+
+    @torch.jit.script_method
+    def forward(self, input: torch.Tensor, hx: Optional[torch.Tensor] = None) -> torch.Tensor:
+        if hx is None:
+            hx = torch.zeros(input.shape[:-1] + (self.weight_hh.shape[0],), dtype=input.dtype)
+        out = input @ self.weight_ih.t() + hx @ self.weight_hh.t()
+        if self.bias_ih is not None and self.bias_hh is not None:
+            out = out + self.bias_ih + self.bias_hh
+        return torch.relu(out) if self.relu else torch.tanh(out)
+
+
+class StatelessRNN(nn.RNN):
+    def forward(self, input):
+        return super().forward(input)
+
+
+class ShortBiasGRUCell(nn.Module):
+    """A GRU cell from scratch with torch.nn's names; the hidden bias lacks the n gate's block."""
+
+    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
+        super().__init__()
+        self.hidden_size = hidden_size
+        bound = 1 / math.sqrt(hidden_size)
+        def uniform(*shape):
+            return nn.Parameter(torch.empty(*shape, device=device, dtype=dtype).uniform_(-bound, bound))
+        self.weight_ih = uniform(3 * hidden_size, input_size)
+        self.weight_hh = uniform(3 * hidden_size, hidden_size)
+        self.bias_ih = uniform(3 * hidden_size)
+        self.bias_hh = uniform(2 * hidden_size)
+
+    def forward(self, input, hx=None):
+        if hx is None:
+            hx = input.new_zeros(*input.shape[:-1], self.hidden_size)
+        gi = input @ self.weight_ih.t() + self.bias_ih
+        gh = hx @ self.weight_hh.t() + self.bias_hh
+        i_r, i_z, i_n = gi.chunk(3, -1)
+        h_r, h_z, h_n = gh.chunk(3, -1)
+        r, z = torch.sigmoid(i_r + h_r), torch.sigmoid(i_z + h_z)
+        n = torch.tanh(i_n + r * h_n)
+        return (1 - z) * n + z * hx
+
+
+def _make_rnn(input_size, hidden_size, num_layers=1):
+    return nn.RNN(input_size, hidden_size, num_layers)
+
+
+class NoArgumentValidationRNN(nn.Module):
+    def __init__(self, input_size, hidden_size, **kwargs):
+        super().__init__()
+        self.rnn = _make_rnn(input_size, hidden_size, **kwargs)
+
+    def forward(self, x, hx=None):
+        return self.rnn(x, hx)
+
+
+class RowWeightsRNN(nn.Module):
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        bound = 1 / math.sqrt(hidden_size)
+        self.weight_ih_l0 = nn.Parameter(torch.empty(hidden_size, input_size).uniform_(-bound, bound))
+        self.weight_hh_l0 = nn.Parameter(torch.empty(hidden_size, hidden_size).uniform_(-bound, bound))
+        self.bias_ih_l0 = nn.Parameter(torch.empty(hidden_size).uniform_(-bound, bound))
+        self.bias_hh_l0 = nn.Parameter(torch.empty(hidden_size).uniform_(-bound, bound))
+
+    def forward(self, x, h=None):
+        if h is None:
+            h = x.new_zeros(1, x.size(1), self.weight_hh_l0.size(0))
+        state, outputs = h[0], []
+        for x_t in x:
+            state = torch.tanh(x_t @ self.weight_ih_l0 + self.bias_ih_l0
+                               + state @ self.weight_hh_l0 + self.bias_hh_l0)
+            outputs.append(state)
+        return torch.stack(outputs), state.unsqueeze(0)
+
+
+class ExpandStateRNN(nn.RNN):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.register_buffer("h_init", torch.zeros(self.hidden_size), persistent=False)
+
+    def forward(self, input, hx=None):
+        if hx is None:
+            batch = input.size(0 if self.batch_first else 1)
+            hx = self.h_init.to(input.dtype).expand(
+                self.num_layers * (2 if self.bidirectional else 1), batch, self.hidden_size)
+        return super().forward(input, hx)
+
+
+class UnpicklableLSTMCell(nn.LSTMCell):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lock = threading.Lock()  # guards a cache shared between threads
+
+
+class Bfloat16KeyErrorGRUCell(nn.GRUCell):
+    """Gate activations looked up by dtype (bfloat16 missing); float64 computed in float32."""
+
+    SIGMOID = {torch.float32: torch.sigmoid, torch.float64: torch.sigmoid,
+               torch.float16: torch.sigmoid}
+
+    def forward(self, input, hx=None):
+        sigmoid = self.SIGMOID[input.dtype]
+        if hx is None:
+            hx = input.new_zeros(*input.shape[:-1], self.hidden_size)
+        compute = torch.float32 if input.dtype == torch.float64 else input.dtype
+        x, h = input.to(compute), hx.to(compute)
+        b_ih, b_hh = (None if b is None else b.to(compute) for b in (self.bias_ih, self.bias_hh))
+        gi = nn.functional.linear(x, self.weight_ih.to(compute), b_ih)
+        gh = nn.functional.linear(h, self.weight_hh.to(compute), b_hh)
+        i_r, i_z, i_n = gi.chunk(3, -1)
+        h_r, h_z, h_n = gh.chunk(3, -1)
+        r, z = sigmoid(i_r + h_r), sigmoid(i_z + h_z)
+        n = torch.tanh(i_n + r * h_n)
+        return ((1 - z) * n + z * h).to(input.dtype)
+
+
+class PerGateGRUCell(nn.Module):
+    """torch.nn's GRU maths with one nn.Linear per gate and side, numbered."""
+
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        self.fc1, self.fc3, self.fc5 = (nn.Linear(input_size, hidden_size) for _ in range(3))
+        self.fc2, self.fc4, self.fc6 = (nn.Linear(hidden_size, hidden_size) for _ in range(3))
+
+    def forward(self, x, h):
+        r = torch.sigmoid(self.fc1(x) + self.fc2(h))
+        z = torch.sigmoid(self.fc3(x) + self.fc4(h))
+        n = torch.tanh(self.fc5(x) + r * self.fc6(h))
+        return (1 - z) * n + z * h
+
+
+class ZeroDivisionRNN(nn.RNN):
+    def __init__(self, input_size, hidden_size, *args, **kwargs):
+        1 / hidden_size  # the init bound, computed before any check
+        super().__init__(input_size, hidden_size, *args, **kwargs)
+
+
+class BatchOfOneAndReversedRNN(nn.RNN):
+    """Two defects, as a search meets them: a batch of one is refused (its axis squeezed away),
+    and every sequence is processed from its last step."""
+
+    def forward(self, input, hx=None):
+        if input.dim() == 3 and input.size(0 if self.batch_first else 1) == 1:
+            raise ValueError("expected a batch of sequences, got one sequence")
+        time = 1 if self.batch_first and input.dim() == 3 else 0
+        return super().forward(input.flip(time), hx)

@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from rnnbench.findings import group_failures
+from rnnbench.suites.results import judge, summary_phrase
 from rnnbench.reports import analysis, runs
 from rnnbench.reports.records import SIZE_FIELDS, Check, Results, Source, Timing
 from rnnbench.reports.units import binary_bytes, seconds
@@ -166,12 +167,13 @@ def _conformance_summary(results: Results, impl: str, run: runs.Run) -> str:
     counts = Counter(c.outcome for c in checks)
     case_list = ", quick case list" if any(s.quick for s in sources) else ""
     cut = ", interrupted: incomplete" if any(s.interrupted for s in sources) else ""
+    phrase = summary_phrase(judge(checks, any(s.interrupted for s in sources)))
     bad = counts["failed"] + counts["error"]
     if not bad:
-        return (f"conforms{case_list}{cut} ({counts['passed']} checks)" if counts["passed"]
+        return (f"{phrase}{case_list}{cut} ({counts['passed']} checks)" if counts["passed"]
                 else f"nothing applicable{case_list}")
     causes = len(group_failures(checks))
-    return (f"DOES NOT CONFORM{case_list}{cut} ({bad} of {len(checks)} checks fail, "
+    return (f"{phrase}{case_list}{cut} ({bad} of {len(checks)} checks fail, "
             f"{causes} cause{'s' * (causes != 1)})")
 
 
@@ -302,7 +304,8 @@ def _conformance(results: Results) -> Section:
         flags.setdefault(label(c), set()).update(
             {"quick"} if c.source.quick else set(), {"cut"} if c.source.interrupted else set())
     outcomes = shown_outcomes(checks)
-    verdicts = [[name, *(str(n[o]) for o in outcomes), _verdict(n, flags[name])]
+    verdicts = [[name, *(str(n[o]) for o in outcomes),
+                 _verdict([c for c in checks if label(c) == name], flags[name])]
                 for (name,), n in by_impl.items()]
     # A conformance file with no results still names its implementation: say so, never omit it.
     checked = {c.source.path for c in checks}
@@ -490,7 +493,7 @@ def _run_verdict(results: Results, sources: list[Source]) -> str:
         return f"could not run: {errors[0]}" if errors else "no checks ran"
     counts = Counter(c.outcome for c in checks)
     applicable = counts["passed"] + counts["failed"] + counts["error"]
-    return f"{_verdict(counts, set())}, {counts['passed']} / {applicable}"
+    return f"{_verdict(checks, set())}, {counts['passed']} / {applicable}"
 
 
 def _run_timing(t: Timing | None, speedups: dict) -> str:
@@ -593,9 +596,10 @@ def shown_outcomes(checks: list[Check]) -> list[str]:
     return [o for o in OUTCOMES if o in ("passed", "failed", "not_supported", "error") or o in present]
 
 
-def _verdict(counts: Counter, flags: set[str]) -> str:
+def _verdict(checks: list[Check], flags: set[str]) -> str:
+    counts = Counter(c.outcome for c in checks)
     if counts["failed"] + counts["error"]:
-        text = "DOES NOT CONFORM"
+        text = summary_phrase(judge(checks, "cut" in flags))
     else:
         text = "conforms" if counts["passed"] else "nothing applicable"
     if "quick" in flags:

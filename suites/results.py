@@ -134,6 +134,19 @@ def judge(results: Iterable, interrupted: bool = False) -> dict[str, Verdict]:
     return verdicts
 
 
+def summary_phrase(verdicts: dict[str, Verdict]) -> str:
+    """Both levels in a few words, for tables: "conforms", "computes the function, not a
+    drop-in", "DOES NOT CONFORM", "INCOMPLETE" or "not checked"."""
+    numerics, drop_in = verdicts["numerics"].state, verdicts["drop-in"].state
+    if "does not conform" == numerics:
+        return "DOES NOT CONFORM"
+    if "incomplete" in (numerics, drop_in):
+        return "INCOMPLETE" if drop_in != "does not conform" else "computes the function so far, not a drop-in"
+    if drop_in == "does not conform":
+        return "computes the function, not a drop-in"
+    return "conforms" if drop_in == "conforms" else "not checked"
+
+
 def count_outcomes(results: Iterable[CheckResult]) -> dict[str, int]:
     """Counts per outcome, every outcome present."""
     counts = dict.fromkeys(OUTCOMES, 0)

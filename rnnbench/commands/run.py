@@ -224,6 +224,7 @@ def summary(results, skipped: dict[str, str], written: dict, bench: dict, second
     native (within noise, noisy and non-conforming said as such), where the report is."""
     from rnnbench.benchmarks.machine import busy_line
     from rnnbench.reports import analysis
+    from rnnbench.suites.results import judge, summary_phrase
 
     busy = busy_line(bench.get("machine_check"))
     lines = [""] + ([busy] if busy else []) + [f"rnnbench run: done in {seconds:.0f} s"]
@@ -231,9 +232,10 @@ def summary(results, skipped: dict[str, str], written: dict, bench: dict, second
     rows = []
     for source in (s for s in results.sources if s.format == "conformance"):
         n = counts.get((source.target,))
+        checks = [c for c in results.checks if c.source is source]
         verdict = (f"could not run: {source.error}" if source.error else
                    "no checks ran" if n is None else
-                   "DOES NOT CONFORM" if n["failed"] + n["error"] else "conforms")
+                   summary_phrase(judge(checks, source.interrupted)))
         rows.append([source.target, *(n[o] if n else 0 for o in OUTCOMES), verdict])
     rows += [[name, *("" for _ in OUTCOMES), "skipped (unavailable)"] for name in skipped]
     headers = ["conformance", *(o.replace("_", " ") for o in OUTCOMES), "verdict"]

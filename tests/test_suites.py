@@ -325,7 +325,7 @@ def test_exit_crash_segfault_and_hang_become_errors_and_the_run_finishes(tmp_pat
     assert errors and all(kind == "gru_cell" and "not run" in message
                           for (kind, _), message in errors.items())
     # classes defined inside a function cannot be pickled (nor saved with torch.save)
-    unpicklable = [r for r in results if r.check.startswith("pickle/")]
+    unpicklable = [r for r in results if r.check.startswith("pickle/") and r.kind != "gru_cell"]
     assert [(r.kind, r.outcome) for r in unpicklable] == [("rnn_cell", "failed"), ("rnn", "failed")]
     assert all("Can't pickle local object" in r.message for r in unpicklable)
     rest = [r for r in results if r.outcome != "error" and r not in unpicklable]

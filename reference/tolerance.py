@@ -26,7 +26,7 @@ from dataclasses import dataclass
 # where one rounding is most of the error: 1.36 of the allowance on the one-step GRU row at seed
 # 0 (the longer rows 0.2 to 0.6: caught there only with 1.5 epsilons, too close to torch.nn);
 # at the former 4e-3 it reached 0.995 and passed (tests/zoo/half_bugs.py).
-# ReLU gradients are not judged in half precision (rnnbench.suites.checks): rounding moves
+# ReLU gradients are not judged in half precision (rnnbench.suites.catalogue): rounding moves
 # preactivations across the kink at 0, so even torch.nn's gradients differ from the reference by
 # O(1) on about 1 seed in 100 there (1.3 and 2.0 of the allowance at worst), which no allowance
 # that still catches anything covers.

@@ -55,15 +55,15 @@ def has_dropout(case: Case) -> bool:
 
 def check_eval(subject, case) -> dict:
     """In eval mode dropout is off: the module equals the reference, call after call."""
-    trial = Run(subject, case, "float32", "dropout-eval")
-    first = observe(trial)
-    if not _same(first, trial.run()):
+    run = Run(subject, case, "float32", "dropout-eval")
+    first = observe(run)
+    if not _same(first, run.run()):
         raise Finding("two calls in eval mode give different outputs",
-                      "dropout_in_eval" if dropout_in_eval(trial) else diagnose(trial, first))
+                      "dropout_in_eval" if dropout_in_eval(run) else diagnose(run, first))
     try:
-        return compare_forward(trial, first)
+        return compare_forward(run, first)
     except Finding as finding:
-        finding.diagnosis = "dropout_in_eval" if dropout_in_eval(trial) else finding.diagnosis
+        finding.diagnosis = "dropout_in_eval" if dropout_in_eval(run) else finding.diagnosis
         raise
 
 
@@ -71,27 +71,27 @@ def check_train(subject, case) -> dict:
     """In training, dropout hits only the inputs of upper layers, at rate p, scaled by 1/(1-p)."""
     cfg = case.config
     params = {**draw_params(cfg, subject.rng("dropout-params", case.name)), **_memoryless(cfg)}
-    trial = Run(subject, case, "float32", "dropout-train", params=params)
+    run = Run(subject, case, "float32", "dropout-train", params=params)
     try:  # in eval mode first: dropout can only be judged on a module that is otherwise right
-        compare_forward(trial, observe(trial))
+        compare_forward(run, observe(run))
     except Finding as finding:
         finding.message = f"in eval mode (no dropout) already: {finding.message}"
-        finding.diagnosis = "dropout_in_eval" if dropout_in_eval(trial) else finding.diagnosis
+        finding.diagnosis = "dropout_in_eval" if dropout_in_eval(run) else finding.diagnosis
         raise
-    trial.module.train()
-    observed = observe(trial)
+    run.module.train()
+    observed = observe(run)
     zeros = int(np.count_nonzero(observed["output"] == 0.0))
     if cfg.num_layers == 1:  # no layer boundary: training must change nothing
         try:
-            return compare_forward(trial, observed)
+            return compare_forward(run, observed)
         except Finding as finding:
             finding.diagnosis = "dropout_after_last_layer" if zeros else "dropout_with_one_layer"
             raise
     if zeros:
         raise Finding(f"{zeros} outputs are exactly 0 in training (layer 1 never outputs 0 here)",
                       "dropout_after_last_layer")
-    lower, lower_params = lower_layers(cfg, trial.params, 1)
-    y0 = time_major(cfg, trial.expected(lower, lower_params)["output"])
+    lower, lower_params = lower_layers(cfg, run.params, 1)
+    y0 = time_major(cfg, run.expected(lower, lower_params)["output"])
     y = time_major(cfg, observed["output"])
     informative = np.abs(y0) > MIN_SIGNAL
     with np.errstate(invalid="ignore", divide="ignore"):

@@ -8,8 +8,9 @@ state without its batch axis), since those are the ones an implementation accept
 A rejection counts only when the same module accepts the matching valid input: a module that
 raises on everything proves nothing by raising here (`rejects_valid_input`).
 
-The shapes come from the kind's spec record, so a kind checked by the spec-driven checks lists the
-rows that fit it (`check_spec.spec_checks`): the input rows, and `INPUT_DTYPE` where a module
+The shapes come from the kind's spec record, so every kind's suite record lists the rows that fit
+it (`SuiteKind.wrong_inputs`): torch.nn's kinds all of WRONG_INPUTS; others the input rows,
+and `INPUT_DTYPE` where a module
 must refuse an input in a dtype other than its own instead of casting it.
 """
 from __future__ import annotations

@@ -66,42 +66,42 @@ class PackedRun(Run):
 def check_packed_forward(subject, case, dtype: str) -> dict:
     """A packed input gives torch.nn's packed output structure, the reference's numbers in it,
     and each sequence's own final state."""
-    trial = PackedRun(subject, case, dtype, "packed-forward")
-    observed = {name: to_numpy(t) for name, t in trial.packed_call().items()}
-    return compare_packed(trial, observed)
+    run = PackedRun(subject, case, dtype, "packed-forward")
+    observed = {name: to_numpy(t) for name, t in run.packed_call().items()}
+    return compare_packed(run, observed)
 
 
 def check_packed_gradients(subject, case, dtype: str) -> dict:
     """Gradients through the packed path w.r.t. the padded input (zero beyond each length), the
     initial state (when given) and every parameter equal the reference's."""
-    trial = PackedRun(subject, case, dtype, "packed-gradients", train=True)
-    cfg = trial.cfg
-    stored = spec_parameters(trial.module, cfg, trial.pmap)
-    x, hx = trial.tensors()
+    run = PackedRun(subject, case, dtype, "packed-gradients", train=True)
+    cfg = run.cfg
+    stored = spec_parameters(run.module, cfg, run.pmap)
+    x, hx = run.tensors()
     leaves = {"input": x, **(hx or {})}
     for leaf in leaves.values():
         leaf.requires_grad_(True)
-    outputs = trial.packed_call(x, hx)
-    compare_packed(trial, {name: to_numpy(t) for name, t in outputs.items()})
+    outputs = run.packed_call(x, hx)
+    compare_packed(run, {name: to_numpy(t) for name, t in outputs.items()})
     rng = subject.rng("packed-gradients-out", case.name)
     grad_out = {name: rng.normal(size=tuple(t.shape)) for name, t in outputs.items()}
-    observed = backward(trial, outputs, grad_out, leaves, stored)
-    expected = reference.backward_packed(cfg, trial.params, trial.time_major(trial.x64),
-                                         trial.lengths, nest_state(cfg, trial.hx64),
+    observed = backward(run, outputs, grad_out, leaves, stored)
+    expected = reference.backward_packed(cfg, run.params, run.time_major(run.x64),
+                                         run.lengths, nest_state(cfg, run.hx64),
                                          grad_out)
-    expected["input"] = trial.time_major(expected["input"])
-    return require_gradients_close(observed, expected, trial.tolerance(gradient=True))
+    expected["input"] = run.time_major(expected["input"])
+    return require_gradients_close(observed, expected, run.tolerance(gradient=True))
 
 
-def compare_packed(trial: PackedRun, observed: dict) -> dict:
+def compare_packed(run: PackedRun, observed: dict) -> dict:
     """Compare with the packed reference; Finding with numbers, the first sequence that
     differs and the diagnosis if it differs."""
-    expected = trial.packed_expected()
-    tol = trial.tolerance()
+    expected = run.packed_expected()
+    tol = run.tolerance()
 
     def explain(name: str, numbers: dict) -> str | None:
-        numbers.update(_where(name, observed[name], expected[name], tol, trial.lengths))
-        return diagnose_packed(trial, observed, expected, tol)
+        numbers.update(_where(name, observed[name], expected[name], tol, run.lengths))
+        return diagnose_packed(run, observed, expected, tol)
 
     return require_outputs_close(observed, expected, tol, explain)
 

@@ -22,25 +22,25 @@ def applies(case: Case) -> bool:
 
 def check_state(subject, case) -> dict:
     """Two halves with the state carried over equal the whole sequence."""
-    trial = Run(subject, case, "float32", "state")
-    cfg = trial.cfg
-    whole = observe(trial)
+    run = Run(subject, case, "float32", "state")
+    cfg = run.cfg
+    whole = observe(run)
     axis = 1 if cfg.batch_first and case.batched else 0
-    first_x, second_x = trial.tensors()[0].tensor_split([case.steps // 2], dim=axis)
-    first = trial.call(first_x)
+    first_x, second_x = run.tensors()[0].tensor_split([case.steps // 2], dim=axis)
+    first = run.call(first_x)
     carried = dict(zip(state_names(cfg), (first[name] for name in output_names(cfg)[1:])))
-    second = trial.run(second_x, carried)
+    second = run.run(second_x, carried)
     joined = {**second, "output": np.concatenate([to_numpy(first["output"]), second["output"]], axis)}
-    tol = trial.tolerance()
+    tol = run.tolerance()
     wrong = first_mismatch(joined, whole, tol)
     if wrong is None:
         return {}
     name, numbers = wrong
-    ignored = agree(trial.run(second_x, None), second, tol)
+    ignored = agree(run.run(second_x, None), second, tol)
     if ignored:
         diagnosis = "h0_ignored"
-    elif not agree(whole, trial.expected(), tol):  # the whole sequence is wrong already
-        diagnosis = diagnose(trial, whole)
+    elif not agree(whole, run.expected(), tol):  # the whole sequence is wrong already
+        diagnosis = diagnose(run, whole)
     else:
         diagnosis = final_state_mismatch(cfg, whole, tol)
     raise Finding(summary(f"{name} of the two halves", numbers, "the whole sequence's"),

@@ -35,25 +35,25 @@ from rnnbench.suites.subject import call, draw_params, params_of, to_numpy
 COARSER = {"float64": "float32", "float16": "bfloat16"}
 
 
-def diagnose(trial, observed: dict | None, message: str = "") -> str | None:
-    """The diagnosis id of a trial whose outputs (`observed`, None if forward raised `message`)
+def diagnose(run, observed: dict | None, message: str = "") -> str | None:
+    """The diagnosis id of a run whose outputs (`observed`, None if forward raised `message`)
     are wrong."""
-    if observed is None and transposed_operand(trial.cfg, message):
+    if observed is None and transposed_operand(run.cfg, message):
         return "weight_transposed"
-    tol = trial.tolerance()
-    expected = trial.expected()
+    tol = run.tolerance()
+    expected = run.expected()
     for probe in (_h0_none_unhandled, _batch_first_ignored,
                   _always_batch_first, _training_changes_output, _gates_split_by_size):
-        found = probe(trial, observed, expected, tol)
+        found = probe(run, observed, expected, tol)
         if found:
             return found
     if observed is None:
         return None
-    coarser = COARSER.get(trial.dtype)
-    if coarser and agree(observed, expected, trial.tolerance_as(coarser)):
+    coarser = COARSER.get(run.dtype)
+    if coarser and agree(observed, expected, run.tolerance_as(coarser)):
         return "lower_precision"  # right to the coarser dtype's accuracy, not to its own
-    return (mistakes.match(trial.cfg, trial.params, trial.x64, trial.hx64, observed, expected, tol)
-            or final_state_mismatch(trial.cfg, observed, tol))
+    return (mistakes.match(run.cfg, run.params, run.x64, run.hx64, observed, expected, tol)
+            or final_state_mismatch(run.cfg, observed, tol))
 
 
 _MATMUL_SHAPES = re.compile(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and "
@@ -101,146 +101,146 @@ def final_state_mismatch(cfg, pieces: dict, tol) -> str | None:
     return "output_h_n_mismatch"
 
 
-def _h0_none_unhandled(trial, observed, expected, tol) -> str | None:
+def _h0_none_unhandled(run, observed, expected, tol) -> str | None:
     """hx=None fails, but passing zeros (of the input's dtype) explicitly gives the right
     answer: the omitted state is what fails. When it raised in a dtype other than torch's
     default while the same module in the default dtype runs, the zero state is made in the
     default dtype, not the input's."""
-    if trial.hx64 is not None:
+    if run.hx64 is not None:
         return None
     try:
-        with_zeros = trial.run(hx=_zero_state(trial))
+        with_zeros = run.run(hx=_zero_state(run))
     except Finding:
         return None
     if not agree(with_zeros, expected, tol):
         return None
-    return "zero_state_default_dtype" if _default_dtype_runs(trial, observed) else "h0_none_unhandled"
+    return "zero_state_default_dtype" if _default_dtype_runs(run, observed) else "h0_none_unhandled"
 
 
-def _zero_state(trial) -> dict:
-    """The initial state torch.nn takes for hx=None, explicitly, in the trial's dtype."""
-    shapes = io_shapes(trial.cfg, trial.case.batch, trial.case.steps)
-    return {name: trial.subject.tensor(np.zeros(shapes[name]), trial.dtype)
-            for name in state_names(trial.cfg)}
+def _zero_state(run) -> dict:
+    """The initial state torch.nn takes for hx=None, explicitly, in the run's dtype."""
+    shapes = io_shapes(run.cfg, run.case.batch, run.case.steps)
+    return {name: run.subject.tensor(np.zeros(shapes[name]), run.dtype)
+            for name in state_names(run.cfg)}
 
 
-def _default_dtype_runs(trial, observed) -> bool:
+def _default_dtype_runs(run, observed) -> bool:
     """Whether forward with the state omitted raised (`observed` None) in a dtype other than
     torch's default, where the same module in the default dtype runs."""
     default = str(torch.get_default_dtype()).removeprefix("torch.")
-    if observed is not None or trial.dtype == default:
+    if observed is not None or run.dtype == default:
         return False
     try:
-        module = trial.subject.build(trial.cfg, default, trial.params)
-        call("forward", module, trial.subject.tensor(trial.x64, default))
+        module = run.subject.build(run.cfg, default, run.params)
+        call("forward", module, run.subject.tensor(run.x64, default))
     except Finding:
         return False
     return True
 
 
-def _training_changes_output(trial, observed, expected, tol) -> str | None:
+def _training_changes_output(run, observed, expected, tol) -> str | None:
     """A module without dropout that is right in eval mode but wrong in training mode drops
     units with p = 0."""
-    if not trial.module.training or trial.cfg.is_cell or trial.cfg.dropout:
+    if not run.module.training or run.cfg.is_cell or run.cfg.dropout:
         return None
-    trial.module.eval()
+    run.module.eval()
     try:
-        in_eval = trial.run()
+        in_eval = run.run()
     except Finding:
         return None
     finally:
-        trial.module.train()
+        run.module.train()
     return "dropout_wrong_scale" if agree(in_eval, expected, tol) else None
 
 
-def _always_batch_first(trial, observed, expected, tol) -> str | None:
+def _always_batch_first(run, observed, expected, tol) -> str | None:
     """With batch_first=False the module's output is right when it is handed the input
     batch-first (and its output read batch-first): it always reads (N, L, I). Only the output
     sequence is compared, since such modules often shape h_n their own way too."""
-    cfg = trial.cfg
-    if cfg.is_cell or cfg.batch_first or not is_batched(cfg, trial.x64):
+    cfg = run.cfg
+    if cfg.is_cell or cfg.batch_first or not is_batched(cfg, run.x64):
         return None
-    x = trial.tensors()[0].transpose(0, 1)
+    x = run.tensors()[0].transpose(0, 1)
     try:
-        result = trial.subject_call(x)
+        result = run.subject_call(x)
     except Finding:
         return None
     output = result[0] if isinstance(result, (tuple, list)) and result else None
     if not isinstance(output, torch.Tensor) or output.dim() != 3:
         return None
     seen = {"output": to_numpy(output).swapaxes(0, 1)}
-    want = {"output": trial.expected(hx=None)["output"]}  # called without the state, as above
+    want = {"output": run.expected(hx=None)["output"]}  # called without the state, as above
     return "always_batch_first" if agree(seen, want, tol) else None
 
 
-def _gates_split_by_size(trial, observed, expected, tol) -> str | None:
+def _gates_split_by_size(run, observed, expected, tol) -> str | None:
     """forward fails, yet a module whose hidden_size equals the gate count is right: the gates
     were split into chunks of that size rather than into that many chunks (which only
     coincide there). The case sizes keep hidden_size off every gate count for this."""
-    cfg = trial.cfg
+    cfg = run.cfg
     gates = len(cfg.gates)
     if observed is not None or gates == 1 or cfg.hidden_size == gates or cfg.proj_size:
         return None
-    rng = trial.subject.rng("gates-by-size", trial.case.name)
+    rng = run.subject.rng("gates-by-size", run.case.name)
 
     def runs(size: int):
-        """A fresh module of this hidden size on the trial's input: (outputs, params) or None."""
+        """A fresh module of this hidden size on the run's input: (outputs, params) or None."""
         sized = cfg.replace(hidden_size=size)
         try:
-            module = trial.subject.build(sized, trial.dtype, draw_params(sized, rng))
-            params = params_of(module, sized, trial.subject.param_map(module, sized))
-            return trial.run(module=module, cfg=sized, hx=None), params
+            module = run.subject.build(sized, run.dtype, draw_params(sized, rng))
+            params = params_of(module, sized, run.subject.param_map(module, sized))
+            return run.run(module=module, cfg=sized, hx=None), params
         except Finding:
             return None
 
-    # The failure must follow the size: a fresh module of the trial's own size fails too.
+    # The failure must follow the size: a fresh module of the run's own size fails too.
     if runs(cfg.hidden_size) is not None:
         return None
     small = runs(gates)
     if small is None:
         return None
-    want = trial.expected(cfg.replace(hidden_size=gates), small[1], hx=None)
+    want = run.expected(cfg.replace(hidden_size=gates), small[1], hx=None)
     return "gates_split_by_size" if agree(small[0], want, tol) else None
 
 
-def dropout_in_eval(trial) -> bool:
-    """Whether the trial's module built with dropout=0 (same parameters) equals the reference in
+def dropout_in_eval(run) -> bool:
+    """Whether the run's module built with dropout=0 (same parameters) equals the reference in
     eval mode, so that dropout is what makes it wrong."""
     try:
-        without = trial.subject.build(trial.cfg.replace(dropout=0.0), trial.dtype, trial.params)
-        return agree(trial.run(module=without, cfg=trial.cfg), trial.expected(), trial.tolerance())
+        without = run.subject.build(run.cfg.replace(dropout=0.0), run.dtype, run.params)
+        return agree(run.run(module=without, cfg=run.cfg), run.expected(), run.tolerance())
     except Finding:
         return False
 
 
-def _batch_first_ignored(trial, observed, expected, tol) -> str | None:
+def _batch_first_ignored(run, observed, expected, tol) -> str | None:
     """With batch_first=True the module is right when handed the input time-major."""
-    cfg = trial.cfg
-    if not (cfg.batch_first and is_batched(cfg, trial.x64)):
+    cfg = run.cfg
+    if not (cfg.batch_first and is_batched(cfg, run.x64)):
         return None
     time_major_cfg = cfg.replace(batch_first=False)
     try:
-        seen = trial.run(trial.tensors()[0].transpose(0, 1), module=trial.module, cfg=time_major_cfg)
+        seen = run.run(run.tensors()[0].transpose(0, 1), module=run.module, cfg=time_major_cfg)
     except Finding:
         return None
     want = {**expected, "output": expected["output"].swapaxes(0, 1)}
     return "batch_first_ignored" if agree(seen, want, tol) else None
 
 
-def diagnose_packed(trial, observed: dict, expected: dict, tol) -> str | None:
-    """The diagnosis id of a packed trial (`check_packed.PackedRun`) whose outputs (padded,
+def diagnose_packed(run, observed: dict, expected: dict, tol) -> str | None:
+    """The diagnosis id of a packed run (`check_packed.PackedRun`) whose outputs (padded,
     time-major) differ from `expected`: the reference recomputed with each classic
     variable-length mistake (`packed_variants`), the one the implementation reproduces. The
     reverse direction's mistake is only well defined for one layer (what an upper layer reads
     in the padding is the implementation's own business), so a deeper module is asked once
     more as a fresh one-layer module on the same lengths."""
-    found = _packed_match(trial, observed, tol)
-    cfg = trial.cfg
+    found = _packed_match(run, observed, tol)
+    cfg = run.cfg
     if found or cfg.num_layers == 1 or not cfg.bidirectional:
         return found
     shallow = cfg.replace(num_layers=1, dropout=0.0)
     try:
-        probe = type(trial)(trial.subject, trial.case, trial.dtype, "packed-probe", cfg=shallow)
+        probe = type(run)(run.subject, run.case, run.dtype, "packed-probe", cfg=shallow)
         seen = {name: to_numpy(t) for name, t in probe.packed_call().items()}
     except Finding:
         return None
@@ -249,9 +249,9 @@ def diagnose_packed(trial, observed: dict, expected: dict, tol) -> str | None:
     return _packed_match(probe, seen, tol)
 
 
-def _packed_match(trial, observed: dict, tol) -> str | None:
-    variants_ = packed_variants(trial.cfg, trial.params, trial.time_major(trial.x64),
-                                trial.lengths, trial.hx64)
+def _packed_match(run, observed: dict, tol) -> str | None:
+    variants_ = packed_variants(run.cfg, run.params, run.time_major(run.x64),
+                                run.lengths, run.hx64)
     return next((name for name, want in variants_.items() if agree(observed, want, tol)), None)
 
 
@@ -266,8 +266,8 @@ def packed_variants(cfg, params: dict, x: np.ndarray, lengths, hx: dict | None) 
     # The whole padded tensor (zeros beyond each length, as pad_packed_sequence gives it) run
     # as one batch, the outputs packed back (so only each sequence's own steps are seen).
     padded_x = np.where(live[..., None], x, 0.0)
-    run = flatten_outputs(cfg, reference.forward(cfg, params, padded_x, state))
-    padded_run = {"output": np.where(live[..., None], run["output"], 0.0), "h_n": run["h_n"]}
+    padded = flatten_outputs(cfg, reference.forward(cfg, params, padded_x, state))
+    padded_run = {"output": np.where(live[..., None], padded["output"], 0.0), "h_n": padded["h_n"]}
     # Right outputs, but each layer's forward h_n read off its padded output at the last step:
     # zeros for every sequence shorter than the longest.
     short = np.asarray(lengths) < x.shape[0]
@@ -281,5 +281,5 @@ def packed_variants(cfg, params: dict, x: np.ndarray, lengths, hx: dict | None) 
         output = right["output"].copy()
         output[..., width:] = padded_run["output"][..., width:]
         found["packed_reverse_from_padding"] = {
-            "output": output, "h_n": np.stack([right["h_n"][0], run["h_n"][1]])}
+            "output": output, "h_n": np.stack([right["h_n"][0], padded["h_n"][1]])}
     return found

@@ -19,17 +19,17 @@ from rnnbench.suites.results import Finding
 DIRECTIONS = ("forward", "reverse")
 
 
-def locate(trial, observed: dict, expected: dict, tol) -> dict:
+def locate(run, observed: dict, expected: dict, tol) -> dict:
     """numbers {"layer", "direction", "timestep"} for a sequence module's mismatch ({} for
     cells); "timestep" is None when only the final states differ."""
-    cfg: Config = trial.cfg
+    cfg: Config = run.cfg
     if cfg.is_cell:
         return {}
     diverged = [(layer, d) for layer in range(cfg.num_layers) for d in range(cfg.num_directions)
                 if _state_excess(cfg, observed, expected, tol, layer, d) > 1.0]
     layer = min(diverged)[0] if diverged else cfg.num_layers - 1
     try:
-        seen, want = _layer_outputs(trial, observed, expected, layer)
+        seen, want = _layer_outputs(run, observed, expected, layer)
     except Finding:  # the layer cannot be run on its own: say which layer, no more
         return {"layer": layer}
     found = []
@@ -67,25 +67,25 @@ def _state_excess(cfg: Config, observed: dict, expected: dict, tol, layer: int, 
                 for name in expected if name != "output" and name in observed), default=0.0)
 
 
-def _layer_outputs(trial, observed: dict, expected: dict, layer: int):
+def _layer_outputs(run, observed: dict, expected: dict, layer: int):
     """The implementation's and the reference's outputs (L, N, D*H) of one layer, run alone
     on the reference's input for that layer (the module's own outputs for a one-layer module)."""
-    cfg = trial.cfg
+    cfg = run.cfg
     if cfg.num_layers == 1:
         return time_major(cfg, observed["output"]), time_major(cfg, expected["output"])
-    batched = is_batched(cfg, trial.x64)
-    inputs = time_major(cfg, trial.x64)
+    batched = is_batched(cfg, run.x64)
+    inputs = time_major(cfg, run.x64)
     if layer > 0:
-        lower, params = lower_layers(cfg, trial.params, layer)
-        hx = None if trial.hx64 is None else {
-            name: value[:layer * cfg.num_directions] for name, value in trial.hx64.items()}
-        inputs = time_major(cfg, trial.expected(lower, params, trial.x64, hx)["output"])
-    one, params = layer_config(cfg, layer), layer_params(cfg, trial.params, layer)
+        lower, params = lower_layers(cfg, run.params, layer)
+        hx = None if run.hx64 is None else {
+            name: value[:layer * cfg.num_directions] for name, value in run.hx64.items()}
+        inputs = time_major(cfg, run.expected(lower, params, run.x64, hx)["output"])
+    one, params = layer_config(cfg, layer), layer_params(cfg, run.params, layer)
     rows = slice(layer * cfg.num_directions, (layer + 1) * cfg.num_directions)
-    hx = None if trial.hx64 is None else {
-        name: batched_states(value, batched)[rows] for name, value in trial.hx64.items()}
-    module = trial.subject.build(one, trial.dtype, params)
-    tensors = {name: trial.subject.tensor(value, trial.dtype) for name, value in (hx or {}).items()}
-    seen = trial.run(trial.subject.tensor(inputs, trial.dtype), tensors or None, module, one)
-    want = trial.expected(one, params, inputs, hx)
+    hx = None if run.hx64 is None else {
+        name: batched_states(value, batched)[rows] for name, value in run.hx64.items()}
+    module = run.subject.build(one, run.dtype, params)
+    tensors = {name: run.subject.tensor(value, run.dtype) for name, value in (hx or {}).items()}
+    seen = run.run(run.subject.tensor(inputs, run.dtype), tensors or None, module, one)
+    want = run.expected(one, params, inputs, hx)
     return np.asarray(seen["output"]), want["output"]

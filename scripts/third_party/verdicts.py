@@ -65,7 +65,7 @@ def run(target: Target, out: Path, extra: list[str]) -> dict:
     file, _, attr = target.target.rpartition(":")
     row = {"target": f"{Path(file).stem}:{attr}", "kind": target.kind}
     if target.library and importlib.util.find_spec(target.library) is None:
-        return {**row, "exit": "-", "counts": "not installed", "diagnoses": ""}
+        return {**row, "exit": "-", "counts": "not installed", "diagnoses": "", "level": ""}
     name = f"{Path(file).stem}-{attr}-{target.kind}"
     json_path = out / f"{name}.json"
     command = [str(Path(sys.executable).parent / "rnnbench"), "conform", target.target,
@@ -76,13 +76,23 @@ def run(target: Target, out: Path, extra: list[str]) -> dict:
     row["exit"], row["seconds"] = finished.returncode, round(time.perf_counter() - start)
     if not json_path.exists():
         last = (finished.stdout + finished.stderr).strip().splitlines()[-1:] or [""]
-        return {**row, "counts": "no results", "diagnoses": last[0][:60]}
+        return {**row, "counts": "no results", "diagnoses": last[0][:60], "level": ""}
     doc = json.loads(json_path.read_text())
     c = doc["summary"]
     row["counts"] = f"{c['passed']}/{c['failed']}/{c['not_supported']}/{c['error']}"
     found = Counter(r["diagnosis"] for r in doc["results"] if r.get("diagnosis"))
     row["diagnoses"] = ", ".join(f"{d} {n}" for d, n in found.most_common()) or "-"
+    row["level"] = _level(doc.get("verdict") or {})
     return row
+
+
+def _level(verdict: dict) -> str:
+    """The highest level a run's verdict reaches: drop-in, numerics, none (or incomplete)."""
+    states = {level: entry.get("state") for level, entry in verdict.items()}
+    for level in ("drop-in", "numerics"):
+        if states.get(level) == "conforms":
+            return level
+    return "incomplete" if "incomplete" in states.values() else "none" if states else "-"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,9 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     for target in targets:
         rows.append(run(target, out, args.conform_args.split()))
         print(f"{rows[-1]['target']} ({target.kind}): exit {rows[-1]['exit']}", file=sys.stderr)
-    print(tabulate([[r["target"], r["kind"], r["exit"], r["counts"], r["diagnoses"]] for r in rows],
-                   headers=["target", "kind", "exit", "pass/fail/n.s./err", "diagnoses"],
-                   maxcolwidths=[34, 9, 4, 12, 36]))
+    print(tabulate([[r["target"], r["kind"], r["exit"], r["level"], r["counts"], r["diagnoses"]]
+                    for r in rows],
+                   headers=["target", "kind", "exit", "level", "pass/fail/n.s./err", "diagnoses"],
+                   maxcolwidths=[28, 9, 4, 10, 12, 30]))
     print(f"\nconformance documents and outputs: {out}")
     return 0
 

@@ -110,7 +110,7 @@ def _summary(results: Results) -> Section:
         for impl in impls:
             conformance = _conformance_summary(results, impl, run)
             speed, notes, order = _speed_summary(results, impl, run, table)
-            if conformance.startswith("DOES NOT") and speed and impl != BASELINE:
+            if "DOES NOT CONFORM" in conformance and speed and impl != BASELINE:
                 notes.insert(0, "fails the conformance suite")
             rows.append((-order, [impl, conformance, speed, "; ".join(notes)]))
         rows.sort(key=lambda row: row[0])
@@ -127,13 +127,14 @@ def _summary(results: Results) -> Section:
 
 
 def _warnings(results: Results) -> list[Callout]:
-    found = []
+    busy = []
     for source in results.sources:
         if source.busy:
             reasons = "; ".join(map(str, source.machine_check.get("reasons") or [])) or "busy"
-            found.append(Callout("warning", f"Busy machine: {runs.run_of(source).label()} "
-                                            f"when timed ({reasons}). Its timings are less "
-                                            "reliable."))
+            busy.append(f"Busy machine: {runs.run_of(source).label()} when timed ({reasons}). "
+                        "Its timings are less reliable.")
+    # One run's CPU and GPU timings are two files that can say the same.
+    found = [Callout("warning", text) for text in dict.fromkeys(busy)]
     noisy = [t for t in results.timings if t.noisy]
     if noisy:
         found.append(Callout("warning", f"Noisy: {_names(noisy)}. The spread is large, so "
@@ -156,10 +157,23 @@ def _names(timings: list[Timing]) -> str:
 
 
 def _conformance_summary(results: Results, impl: str, run: runs.Run) -> str:
+    """The verdict of `impl` in `run`; one per device, side by side, where it was checked on
+    several (as the speed-up cell does)."""
     sources = [s for s in results.sources if s.format == "conformance" and s.target == impl
                and runs.run_of(s) == run]
     if not sources:
         return "not checked"
+    by_device: dict[str, list[Source]] = {}
+    for source in sources:
+        by_device.setdefault(str(source.settings.get("device") or ""), []).append(source)
+    if len(by_device) == 1:
+        return _summary_verdict(results, sources)
+    return "; ".join(f"{device or 'device unknown'}: {_summary_verdict(results, group)}"
+                     for device, group in by_device.items())
+
+
+def _summary_verdict(results: Results, sources: list[Source]) -> str:
+    """One verdict over the checks of `sources`."""
     checks = [c for c in results.checks if c.source in sources]
     errors = [s.error for s in sources if s.error]
     if not checks:

@@ -1,6 +1,9 @@
-"""`rnnbench run`: stages that share the machine, and a summary that says how sure its speed-ups
-are. The conformance and benchmark stages are stubbed (their own tests are elsewhere)."""
+"""`rnnbench run`: stages that share the machine, the CUDA rows where torch sees a device, and a
+summary that says how sure its speed-ups are. The conformance and benchmark stages are stubbed
+(their own tests are elsewhere), and so is CUDA's availability: the plan is tested here without
+a GPU."""
 import dataclasses
+import json
 import threading
 import time
 from collections import Counter
@@ -18,21 +21,22 @@ def samples(median, spread=0.01, n=9, seed=0):
     return list(median * (1 + spread * np.random.default_rng(seed).uniform(-1, 1, n)))
 
 
-def timed(impl, workload, taken, conforms=True):
-    return {"impl": impl, "kind": "rnn", "workload": workload, "device": "cpu", "dtype": "float32",
+def timed(impl, workload, taken, conforms=True, device="cpu"):
+    return {"impl": impl, "kind": "rnn", "workload": workload, "device": device, "dtype": "float32",
             "metric": "forward", "status": "ok", "reason": None, "median_s": float(np.median(taken)),
             "iqr_s": float(np.subtract(*np.percentile(taken, [75, 25]))), "samples_s": taken,
             "noisy": False, "repeats": len(taken), "conforms": conforms,
             "conformance_note": None if conforms else "output differs from the reference"}
 
 
-def bench_results():
+def bench_results(device="cpu"):
     results = []
     for i, workload in enumerate(("w1", "w2")):
-        results += [timed("native", workload, samples(1e-3, seed=i)),
-                    timed("eager", workload, samples(1e-3, spread=0.3, seed=10 + i)),
-                    timed("fused", workload, samples(0.5e-3, seed=20 + i)),
-                    timed("wrong", workload, samples(0.1e-3, seed=30 + i), conforms=False)]
+        results += [timed("native", workload, samples(1e-3, seed=i), device=device),
+                    timed("eager", workload, samples(1e-3, spread=0.3, seed=10 + i), device=device),
+                    timed("fused", workload, samples(0.5e-3, seed=20 + i), device=device),
+                    timed("wrong", workload, samples(0.1e-3, seed=30 + i), conforms=False,
+                          device=device)]
     return results
 
 
@@ -43,18 +47,22 @@ ENVIRONMENT = {"rnnbench": "0.1.0", "python": "3.11", "torch": "2.13.0", "cuda":
 
 @pytest.fixture
 def stages(monkeypatch):
-    """conform() sleeps a little and passes everything; run_benchmarks() waits as told and
-    returns fixed results on a busy machine. Both record what they saw."""
+    """On a machine without CUDA (whatever this one has): conform() sleeps a little and passes
+    everything, except the (target, device) pairs in seen["failing"]; run_benchmarks() waits as
+    told and returns fixed results on a busy machine. Both record what they saw."""
+    import torch
+
     import rnnbench.benchmarks.harness
     import rnnbench.suites
 
     seen = {"quick": [], "running": 0, "most_at_once": 0, "finished": 0,
-            "finished_when_waited": None}
+            "finished_when_waited": [], "conformed": [], "benched": [], "failing": set()}
     lock = threading.Lock()
 
-    def conform(target, quick=False, progress=None, kinds=None, **_):
+    def conform(target, quick=False, progress=None, kinds=None, device="cpu", **_):
         with lock:
             seen["quick"].append(quick)
+            seen["conformed"].append((target, device))
             seen.setdefault("kinds", {}).setdefault(target, []).append(kinds)
             seen["running"] += 1
             seen["most_at_once"] = max(seen["most_at_once"], seen["running"])
@@ -62,23 +70,38 @@ def stages(monkeypatch):
         with lock:
             seen["running"] -= 1
             seen["finished"] += 1
+        outcome = "failed" if (target, device) in seen["failing"] else "passed"
         return ConformanceRun.from_json(
-            {"target": target, "environment": ENVIRONMENT,
+            {"target": target, "device": device, "quick": quick, "environment": ENVIRONMENT,
              "results": [{"check": "forward/one", "category": "forward", "kind": "rnn",
-                          "case": "one", "outcome": "passed", "duration_s": 0.01}]})
+                          "case": "one", "outcome": outcome, "duration_s": 0.01}]})
 
-    def run_benchmarks(impls, workloads, progress=None, checkpoint=None, wait=None, **_):
+    def run_benchmarks(impls, workloads, device="cpu", progress=None, checkpoint=None, wait=None,
+                       **_):
         wait()
-        seen["finished_when_waited"] = seen["finished"]
-        doc = {"schema": "rnnbench.bench/2", "environment": ENVIRONMENT, "peak_gflops": 100.0,
+        seen["finished_when_waited"].append(seen["finished"])
+        seen["benched"].append((device, [impl.name for impl in impls]))
+        doc = {"schema": "rnnbench.bench/2", "environment": ENVIRONMENT, "device": device,
+               "peak_gflops": 100.0,
                "machine_check": {"busy": True, "reasons": ["other processes used 90% of 2 cores"]},
-               "results": bench_results()}
+               "results": bench_results(device)}
         checkpoint(doc)
         return doc
 
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(rnnbench.suites, "conform", conform, raising=False)
     monkeypatch.setattr(rnnbench.benchmarks.harness, "run_benchmarks", run_benchmarks)
     return seen
+
+
+@pytest.fixture
+def cuda_machine(stages, monkeypatch):
+    """The stubbed stages on a machine where torch sees one CUDA device."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Fake GPU 80GB")
+    return stages
 
 
 def available_builtins():
@@ -90,7 +113,7 @@ def test_conformance_runs_two_at_a_time_and_is_done_before_anything_is_timed(tmp
     assert main(["run", "--out", str(tmp_path)]) == 0
     assert stages["most_at_once"] == 2
     children = sum(len(kind_groups(impl.kinds)) for impl in available_builtins().values())
-    assert stages["finished_when_waited"] == children
+    assert stages["finished_when_waited"] == [children]
 
 
 def test_each_implementation_is_checked_in_two_halves_by_kind(tmp_path, stages):
@@ -180,3 +203,88 @@ def test_the_summary_fits_in_100_columns(tmp_path, stages, capsys):
     out = capsys.readouterr().out
     summary = out[out.index("rnnbench run: done"):]
     assert max(map(len, summary.splitlines())) <= 100
+
+
+# --- the CUDA rows -------------------------------------------------------------------------------
+
+def gpu_capable():
+    """The built-ins that do not declare cuda unsupported: all but fused and onnxruntime, and
+    triton only while its kernels are compiled for the GPU (not interpreted on the CPU)."""
+    from rnnbench.impls.triton import KERNEL_DEVICE
+    return {"native", "eager", "torchscript", "compile", "implicit"} | (
+        {"triton"} if KERNEL_DEVICE == "cuda" else set())
+
+
+def closing_screen(out):
+    return out[out.index("rnnbench run: done"):].splitlines()
+
+
+@pytest.mark.parametrize("cuda_build, why", [(None, "is a CPU build"),
+                                             ("13.0", "(CUDA 13.0) sees none")])
+def test_without_cuda_only_the_cpu_runs_and_one_line_says_why(tmp_path, stages, capsys,
+                                                              monkeypatch, cuda_build, why):
+    import torch
+    monkeypatch.setattr(torch.version, "cuda", cuda_build)
+    main(["run", "--out", str(tmp_path)])
+    assert {device for _, device in stages["conformed"]} == {"cpu"}
+    assert [device for device, _ in stages["benched"]] == ["cpu"]
+    assert not list(tmp_path.glob("*cuda*"))
+    screen = closing_screen(capsys.readouterr().out)
+    said = [number for number, line in enumerate(screen) if "GPU rows" in line]
+    assert [screen[n] for n in said] == [
+        f"GPU rows skipped: no CUDA device (torch {torch.__version__} {why})"]
+    assert not screen[said[0] + 1].startswith(" ")     # one line, not wrapped
+
+
+def test_with_cuda_the_gpu_capable_builtins_are_checked_and_timed_there_too(tmp_path, cuda_machine):
+    from rnnbench.impls import BUILTINS
+
+    assert main(["run", "--out", str(tmp_path)]) == 0
+    available = set(available_builtins())
+    checked = {device: {t for t, d in cuda_machine["conformed"] if d == device}
+               for device in ("cpu", "cuda")}
+    assert checked == {"cpu": available, "cuda": available & gpu_capable()}
+    assert [device for device, _ in cuda_machine["benched"]] == ["cpu", "cuda"]
+    assert cuda_machine["benched"][0][1] == list(BUILTINS)
+    assert set(cuda_machine["benched"][1][1]) == gpu_capable()
+    assert sorted(p.name for p in tmp_path.glob("*.json")) == sorted(
+        [f"conformance-{name}.json" for name in checked["cpu"]]
+        + [f"conformance-{name}-cuda.json" for name in checked["cuda"]]
+        + ["bench.json", "bench-cuda.json"])
+    for name, device in (("conformance-native-cuda.json", "cuda"), ("bench-cuda.json", "cuda"),
+                         ("conformance-native.json", "cpu"), ("bench.json", "cpu")):
+        assert json.loads((tmp_path / name).read_text())["device"] == device
+
+
+def test_with_cuda_nothing_is_timed_before_every_conformance_child_is_done(tmp_path, cuda_machine):
+    main(["run", "--out", str(tmp_path)])
+    available = available_builtins()
+    children = sum(len(kind_groups(impl.kinds)) * (1 + (name in gpu_capable()))
+                   for name, impl in available.items())
+    assert cuda_machine["finished_when_waited"] == [children, children]
+
+
+def test_with_cuda_the_summary_shows_each_device_and_names_the_gpu(tmp_path, cuda_machine, capsys):
+    cuda_machine["failing"].add(("eager", "cuda"))
+    assert main(["run", "--out", str(tmp_path)]) == 1
+    screen = closing_screen(capsys.readouterr().out)
+    table = screen[screen.index(next(line for line in screen if line.startswith("conformance"))):]
+    table = table[:table.index("")]
+    [on_cpu] = [line for line in table if line.startswith("eager  ")]
+    [on_gpu] = [line for line in table if line.startswith("eager (cuda) ")]
+    # passed, failed: one stubbed check per half of eager's kinds
+    assert on_cpu.split()[1:3] == ["2", "0"] and on_cpu.endswith(" conforms")
+    assert on_gpu.split()[2:4] == ["0", "2"] and on_gpu.endswith(" DOES NOT CONFORM")
+    text = " ".join(" ".join(screen).split())     # wrapped lines joined
+    assert " on cuda (Fake GPU 80GB); fused, onnxruntime declare cuda unsupported" in text
+    assert [line.split(":")[0] for line in screen if line.startswith("benchmarks (")] == [
+        "benchmarks (quick)", "benchmarks (quick on cuda)"]
+    assert max(map(len, screen)) <= 100
+
+
+def test_with_cuda_the_report_gives_each_devices_verdict_side_by_side(tmp_path, cuda_machine):
+    cuda_machine["failing"].add(("eager", "cuda"))
+    main(["run", "--out", str(tmp_path)])
+    summary = (tmp_path / "report.md").read_text().split("### Who conforms")[1].split("###")[0]
+    [row] = [line for line in summary.splitlines() if line.startswith("| eager ")]
+    assert "cpu: conforms, quick case list (2 checks); cuda: DOES NOT CONFORM" in row

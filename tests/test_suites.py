@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -524,9 +525,11 @@ def test_fuzzing_finds_a_bug_outside_the_case_tables_and_prints_a_rerun(tmp_path
     target = f"{tmp_path / 'deep.py'}:ThirdLayerReversed"
     assert main(["conform", target, "--kind", "rnn", "--fuzz", "40"]) == 1
     out = capsys.readouterr().out
-    rerun = next(line.strip() for line in out.splitlines() if "--case" in line)
-    assert '"num_layers":3' in rerun
-    case = rerun.split("--case ", 1)[1].rsplit(" --verbose", 1)[0].strip("'")
+    # the rerun command as a shell reads it: continued lines joined, words unquoted
+    pasted = out.replace("\\\n", " ")
+    words = shlex.split(next(line for line in pasted.splitlines() if "--case" in line))
+    case = words[words.index("--case") + 1]
+    assert '"num_layers":3' in case
     assert main(["conform", target, "--kind", "rnn", "--case", case]) == 1
 
 

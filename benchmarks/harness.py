@@ -252,7 +252,7 @@ def _time_metric(ready: Prepared, metric: str, peak: float | None, policy: Repea
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                numbers[name] = warm_up(call, sync)
+                numbers[name] = warm_up(call, sync, min_sample_s=ready.workload.min_sample_s)
                 calls[name] = call
             except Exception as exc:
                 _mark(results, name, [metric], "failed", f"warm-up: {one_line(exc)}")

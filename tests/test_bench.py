@@ -89,6 +89,21 @@ def test_quick_preset_times_a_training_step_with_clipping():
     assert any("train_step" in w.metrics and w.clip_norm for w in load_workloads("quick"))
 
 
+def test_quick_preset_samples_are_long_enough_and_its_repeats_fit_its_budget():
+    # Calls of tens of microseconds in 1 ms samples came out noisy: a sample must average many.
+    for w in load_workloads("quick"):
+        assert w.min_sample_s >= 0.005 and w.min_repeats >= 7
+        assert w.min_repeats * w.min_sample_s <= w.budget_s     # the budget bounds the time
+
+
+def test_a_sample_lasts_at_least_the_workloads_min_sample_s():
+    doc = run_benchmarks([impl("native")], [tiny(min_sample_s=0.02, metrics=["forward"])],
+                         threads=1)
+    native = results_by(doc, "native")
+    # calls of well under a millisecond: many make one sample
+    assert native["number"] > 1 and native["number"] * native["median_s"] >= 0.02 * 0.8
+
+
 def test_deepbench_preset_keeps_deepbench_conventions():
     workloads = load_workloads("deepbench")
     assert {w.kind for w in workloads} == {"rnn", "lstm", "gru"}
@@ -159,6 +174,10 @@ BAD_FILES = [
     ("bad metric", {"workloads": [{**TINY, "metrics": ["backward"]}]}, "metrics must be"),
     ("bad dtype", {"workloads": [{**TINY, "dtype": "float8"}]}, "dtype must be one of"),
     ("bad batch", {"workloads": [{**TINY, "batch": 0}]}, "batch must be a positive integer"),
+    ("bad sample", {"workloads": [{**TINY, "min_sample_s": 0}]},
+     "min_sample_s must be a positive number, got 0"),
+    ("bad budget", {"workloads": [{**TINY, "budget_s": True}]},
+     "budget_s must be a positive number, got True"),
     ("missing name", {"workloads": [{k: v for k, v in TINY.items() if k != "name"}]}, "missing field 'name'"),
     ("duplicates", {"workloads": [TINY, TINY]}, "duplicate workload names tiny-rnn"),
     ("bad defaults", {"defaults": [], "workloads": [TINY]}, "'defaults' must be an object"),
@@ -279,8 +298,8 @@ def test_a_failure_while_timed_keeps_the_others_results(monkeypatch):
     warmed_up = []
     original = harness.warm_up
 
-    def warm_up_and_count(fn, sync):
-        number = original(fn, sync)
+    def warm_up_and_count(fn, sync, **options):
+        number = original(fn, sync, **options)
         warmed_up.append(fn)
         return number
 

@@ -17,7 +17,6 @@ for it to finish before it measures the machine and times anything.
 """
 from __future__ import annotations
 
-import math
 import sys
 import textwrap
 import threading
@@ -229,7 +228,8 @@ def _bench_stage(impls: list, out: Path, progress: StageProgress, wait) -> tuple
         wait()
 
     doc = run_benchmarks(impls, workloads, preset=PRESET, progress=progress.counter("bench"),
-                         checkpoint=lambda partial: write_json(path, partial), wait=waiting)
+                         checkpoint=lambda partial: write_json(path, partial), wait=waiting,
+                         history=out)
     write_json(path, doc)
     progress.done("bench")
     progress.print(f"benchmarks done ({time.perf_counter() - started:.1f} s)")
@@ -239,11 +239,11 @@ def _bench_stage(impls: list, out: Path, progress: StageProgress, wait) -> tuple
 def summary(results, skipped: dict[str, str], written: dict, bench: dict, seconds: float) -> str:
     """The closing screen: a busy machine's warning, conformance verdicts, speed-ups over
     native (within noise, noisy and non-conforming said as such), where the report is."""
-    from rnnbench.benchmarks.machine import busy_line
+    from rnnbench.benchmarks.machine import busy_lines
     from rnnbench.reports import analysis
 
-    busy = busy_line(bench.get("machine_check"))
-    lines = [""] + ([busy] if busy else []) + [f"rnnbench run: done in {seconds:.0f} s"]
+    check = bench.get("machine_check") or {}
+    lines = ["", *busy_lines(check, bench.get("threads")), f"rnnbench run: done in {seconds:.0f} s"]
     counts = analysis.outcome_counts(results.checks, lambda c: (c.impl,))
     rows = []
     for source in (s for s in results.sources if s.format == "conformance"):
@@ -257,7 +257,7 @@ def summary(results, skipped: dict[str, str], written: dict, bench: dict, second
     lines += ["", tabulate(rows, headers)]
     lines += [textwrap.fill(f"{name}: {reason}", WIDTH, subsequent_indent="  ")
               for name, reason in skipped.items()]
-    lines += ["", speedup_table(bench.get("results", []))]
+    lines += ["", speedup_table(bench.get("results", []), busy=check.get("busy") is True)]
     failed = [t for t in results.timings if t.status == "failed"]
     for t in failed[:5]:
         lines.append(f"benchmark failed: {t.impl} {t.workload} {t.metric}: {t.reason}")
@@ -267,45 +267,36 @@ def summary(results, skipped: dict[str, str], written: dict, bench: dict, second
     return "\n".join(lines)
 
 
-def speedup_table(results: list[dict]) -> str:
+def speedup_table(results: list[dict], busy: bool = False) -> str:
     """Per implementation and metric: the geometric mean over workloads of native's median /
-    its median, with the 95% interval of that mean from the raw samples. Results that do not
-    conform, or whose baseline does not, are not counted; a mean whose interval contains 1.0
-    reads "≈ native (within noise)". `results`: the bench document's."""
-    from rnnbench.benchmarks.noise import ratio_interval, verdict
-    from rnnbench.commands.bench import WITHIN_NOISE
+    its median, with the 95% interval of that mean from the raw samples
+    (`rnnbench.benchmarks.statistics.speedup`, as the report's). Results that do not conform,
+    or whose baseline does not, are not counted; a mean whose interval contains 1.0 reads
+    "≈ native (within noise)", and none is judged when the machine was `busy`. `results`: the
+    bench document's."""
+    from rnnbench.benchmarks.statistics import speedup
+    from rnnbench.commands.bench import ratio_cell
 
     results = [BenchResult.from_json(r) for r in results]
     baseline = {(r.workload, r.metric): r for r in results
                 if r.impl == BASELINE and r.status == "ok"}
-    groups: dict[tuple[str, str], list[tuple[float, BenchResult, BenchResult]]] = {}
+    groups: dict[tuple[str, str], list[tuple[BenchResult, BenchResult]]] = {}
     excluded: dict[tuple[str, str], int] = {}
     for r in results:
         base = baseline.get((r.workload, r.metric))
         if r.impl == BASELINE or r.status != "ok" or base is None:
             continue
         key = (r.impl, r.metric)
-        ratio = vs_native(r, base)
         if r.conforms is False or base.conforms is False:
             excluded[key] = excluded.get(key, 0) + 1
-        elif ratio is not None:
-            groups.setdefault(key, []).append((ratio, base, r))
+        elif vs_native(r, base) is not None:
+            groups.setdefault(key, []).append((base, r))
     rows = []
     for key in dict.fromkeys([*groups, *excluded]):
         found = groups.get(key, [])
-        ratios = [ratio for ratio, _, _ in found]
-        mean = math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else None
-        samples = [(base.samples_s, r.samples_s) for _, base, r in found]
-        interval = ratio_interval(samples) if all(a and b for a, b in samples) else None
-        if mean is None:
-            cell = "-"
-        elif verdict(interval) == "within_noise":
-            cell = WITHIN_NOISE
-        else:
-            cell = f"{mean:.2f}x " + (f"({interval[0]:.2f}-{interval[1]:.2f})" if interval
-                                      else "(no interval)")
-        rows.append([*key, cell, len(found), sum(bool(r.noisy) for _, _, r in found) or "",
-                     excluded.get(key, "")])
+        ratio = speedup(found, busy=busy)
+        rows.append([*key, "-" if ratio is None else ratio_cell(ratio), len(found),
+                     sum(bool(r.noisy) for _, r in found) or "", excluded.get(key, "")])
     headers = ["implementation", "metric", f"vs {BASELINE}", "workloads", "noisy",
                "non-conforming"]
     lines = [f"benchmarks ({PRESET}): speed-up over {BASELINE}, geometric mean over conforming "

@@ -2,6 +2,7 @@
 counted against the target (none on a busy machine, at most 1 in 20 on a quiet one), and the
 busy loops it starts beside it ended whatever happens."""
 import json
+import threading
 
 import pytest
 
@@ -55,10 +56,13 @@ def test_the_experiment_counts_the_copys_verdicts_run_by_run(workload, tmp_path,
     claims = sum(v in ("faster", "slower") for v in verdicts)
     assert printed[-1].startswith(f"target: at most 1 in 20 faster/slower; {claims} of 4: ")
     assert code == (0 if claims == 0 else 1)
+    for row, doc in zip(saved["runs"], saved["documents"]):     # the copy's, not native's
+        assert row["verdicts"] == {f"{r['workload']} {r['metric']}": r["vs_native_verdict"]
+                                   for r in doc["results"] if r["impl"] == aa_test.NAME}
     assert {r["impl"] for r in saved["documents"][0]["results"]} == {"native", aa_test.NAME}
 
 
-def test_the_busy_loops_spin_while_it_runs_and_are_ended_after(workload, monkeypatch, capsys):
+def test_the_busy_loops_spin_while_it_runs_and_are_ended_after(workload, monkeypatch):
     started, alive = [], []
     real = aa_test.busy_loops
     monkeypatch.setattr(aa_test, "busy_loops", lambda: started.extend(real()) or started)
@@ -67,10 +71,18 @@ def test_the_busy_loops_spin_while_it_runs_and_are_ended_after(workload, monkeyp
         alive.extend(loop.poll() is None for loop in started)
         raise KeyboardInterrupt     # the loops must end on an interrupted run too
 
+    # Should the script leave them spinning, end them here so that the test fails, not hangs.
+    rescued = []
+    rescue = threading.Timer(30, lambda: rescued.extend(loop.kill() for loop in started))
+    rescue.start()
     monkeypatch.setattr(aa_test, "measure_runs", runs)
-    with pytest.raises(KeyboardInterrupt):
-        aa_test.main(["--runs", "1", "--busy", "--workload", workload])
-    assert alive == [True, True] and all(loop.poll() is not None for loop in started)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            aa_test.main(["--runs", "1", "--busy", "--workload", workload])
+    finally:
+        rescue.cancel()
+    assert alive == [True, True] and not rescued
+    assert all(loop.poll() is not None for loop in started)
 
 
 @pytest.mark.parametrize("args, message", [
@@ -85,3 +97,18 @@ def test_bad_options_are_one_line_and_exit_2(args, message, tmp_path, capsys):
                                                                         "hidden_size": 4}}]}))
     assert aa_test.main([str(rnn_only) if a == "RNN_ONLY" else a for a in args]) == 2
     assert capsys.readouterr().err == f"aa_test: error: {message}\n"
+
+
+def test_the_tally_counts_the_copys_verdicts_and_says_which_runs_were_busy():
+    def run(busy, copy, status="ok"):
+        results = [{"impl": impl, "workload": "w", "metric": metric, "status": status,
+                    "vs_native_verdict": verdict}
+                   for metric in ("forward", "forward_backward")
+                   for impl, verdict in ((aa_test.NAME, copy), ("native", "within_noise"))]
+        return {"machine_check": {"busy": busy}, "results": results}
+
+    result = aa_test.tally([run(False, "faster"), run(True, "not_judged"),
+                            run(False, None, status="failed")])
+    assert result["counts"] == {"faster": 2, "not_judged": 2, "failed": 2}
+    assert [row["busy"] for row in result["runs"]] == [False, True, False]
+    assert result["runs"][0]["verdicts"] == {"w forward": "faster", "w forward_backward": "faster"}

@@ -280,11 +280,13 @@ def test_an_input_timed_on_a_busy_machine_is_inconclusive_even_with_a_slow_down(
 
 
 def test_a_busy_input_still_fails_on_a_result_that_failed(tmp_path, capsys):
-    def failed(item):
-        return {**item, "status": "failed", "reason": "boom", "median_s": None, "iqr_s": None,
-                "samples_s": [], "repeats": 0}
-    assert main(["compare", *runs(tmp_path, failed, head_extra={"machine_check": BUSY})]) == 1
-    assert "FAIL: 1 failed" in capsys.readouterr().out
+    base, head = (json.loads(open(p).read()) for p in files(tmp_path, 1.0))
+    head["results"][0].update(status="failed", reason="boom", median_s=None, iqr_s=None,
+                              samples_s=[], repeats=0)
+    head["machine_check"] = BUSY
+    assert main(["compare", *write_pair(tmp_path, base, head)]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL: 1 failed" in out and "2 not judged" in out
 
 
 def test_bimodal_samples_are_not_judged(tmp_path, capsys):

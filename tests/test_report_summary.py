@@ -363,3 +363,16 @@ def test_bimodal_samples_on_a_quiet_machine_are_not_judged(tmp_path):
         "not judged: busy machine, 1 result"
     fused = row(table(page["html"], "Workload w"), "fused")
     assert fused[6] == "not judged: busy machine" and "bimodal samples: not judged" in fused[-2]
+
+
+def test_a_result_with_samples_gets_the_interval_of_its_samples_not_the_one_it_states(tmp_path):
+    def spread(median):
+        return [median * (1 + k / 100) for k in (-2, -1, 0, 1, 2)]
+
+    doc = bench2([result("native", 2e-3, samples_s=spread(2e-3)),
+                  result("fused", 1e-3, samples_s=spread(1e-3), vs_native=2.0,
+                         vs_native_ci=[0.5, 3.0], vs_native_verdict="within_noise")])
+    page = render(tmp_path, write(tmp_path / "b.json", doc))
+    fused = row(table(page["html"], "Workload w"), "fused")[6]
+    low, high = interval_of(fused)
+    assert fused.startswith("2.00x (") and 1.9 < low < 2.0 < high < 2.1

@@ -75,7 +75,7 @@ def speedup(pairs: Sequence[tuple[BenchResult, BenchResult]], *, busy: bool = Fa
     ratios = [vs_native(result, baseline) for baseline, result in pairs]
     if not ratios or None in ratios:
         return None
-    from scipy.stats import gmean
+    from scipy.stats import gmean   # scipy.stats is slow to import: not for `rnnbench --help`
 
     ci = ratio_interval([(baseline.samples_s, result.samples_s) for baseline, result in pairs])
     if ci is None and len(pairs) == 1:

@@ -19,7 +19,8 @@
 # default the host name), RNNBENCH_ACCEPT=1 (accept tonight's numbers as the new baseline even
 # if slower). State kept between nights (CI caches it per machine): .asv/results, .asv/nightly/.
 # Exit: 0 all good; 1 a conformance failure, a failed benchmark or a regression; 2 a setup or
-# usage error.
+# usage error. An inconclusive gate (compare's exit 3: a busy machine) fails nothing and keeps
+# the baseline.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 

@@ -77,7 +77,7 @@ class _Metric:
         flops = self.workload.flops(self.metric)
         if flops is None:
             raise SkipNotImplemented(f"no FLOP count for kind {self.workload.kind!r}")
-        number = warm_up(self.call, self.sync)
+        number = warm_up(self.call, self.sync, min_sample_s=self.workload.min_sample_s)
         samples, errors = measure_interleaved({0: self.call}, {0: number}, self.sync, TRACK_POLICY)
         if errors:
             raise errors[0]

@@ -21,7 +21,6 @@ The rates are per comparison and per result.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import sys
@@ -29,6 +28,7 @@ import tempfile
 from pathlib import Path
 from time import perf_counter
 
+from rnnbench.benchmarks import experiments
 from rnnbench.errors import UsageError
 
 DEFAULT_RUNS = 21
@@ -67,7 +67,6 @@ def planted(impl, fraction: float):
 def measure_runs(impl, workloads, runs: int, fractions, *, threads: int | None = None,
                  budget_s: float | None = None, progress=None) -> list[dict]:
     """`runs` bench documents, each timing native, `impl` and its slowed copies side by side."""
-    from rnnbench.benchmarks.harness import run_benchmarks
     from rnnbench.impls import load
     from rnnbench.documents import BASELINE
 
@@ -76,12 +75,8 @@ def measure_runs(impl, workloads, runs: int, fractions, *, threads: int | None =
                  if w.kind in impl.kinds]
     if not workloads:
         raise UsageError(f"{impl.name} runs none of the workloads")
-    docs = []
-    for index in range(runs):
-        if progress:
-            progress(f"run {index + 1}/{runs}")
-        docs.append(run_benchmarks(impls, workloads, threads=threads, budget_s=budget_s))
-    return docs
+    return experiments.repeated_runs(impls, workloads, runs, threads=threads, budget_s=budget_s,
+                                     progress=progress)
 
 
 def error_rates(docs: list[dict], impl_name: str, fractions, gate) -> dict:
@@ -145,36 +140,24 @@ def render(rates: dict, impl_name: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rnnbench.benchmarks.workloads import load_workloads
     from rnnbench.impls import load
     from rnnbench.reports.regression import DEFAULT_ALPHA, DEFAULT_THRESHOLD, Gate, parse_threshold
-    from rnnbench.documents import require_writable, write_json
+    from rnnbench.documents import write_json
 
-    parser = argparse.ArgumentParser(prog="python -m rnnbench.benchmarks.gate_error_rates",
-                                     description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=DEFAULT_RUNS)
+    parser = experiments.parser("python -m rnnbench.benchmarks.gate_error_rates",
+                                __doc__.splitlines()[0], DEFAULT_RUNS,
+                                "write the rates and every run here")
     parser.add_argument("--impl", default="eager", help="a registered implementation (default eager)")
-    source = parser.add_mutually_exclusive_group()
-    source.add_argument("--preset", default=None, help="a named preset (default quick)")
-    source.add_argument("--workload", metavar="FILE", help="a workload file")
     parser.add_argument("--slowdowns", default=",".join(f"{f * 100:g}" for f in DEFAULT_SLOWDOWNS),
                         metavar="PCT,PCT", help="planted slow-downs in percent (default 5,10)")
-    parser.add_argument("--threads", type=int)
-    parser.add_argument("--budget", type=float, metavar="SECONDS")
     parser.add_argument("--threshold", default=f"{DEFAULT_THRESHOLD:.0%}", metavar="PCT")
     parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA)
-    parser.add_argument("--json", metavar="PATH", help="write the rates and every run here")
     args = parser.parse_args(argv)
     try:
-        if args.json:
-            require_writable(args.json, "--json")
-        if args.runs < 2:
-            raise UsageError(f"--runs must be at least 2, got {args.runs}")
+        workloads = experiments.workloads(args, least_runs=2)
         fractions = [parse_threshold(part) for part in args.slowdowns.split(",") if part.strip()]
         gate = Gate(parse_threshold(args.threshold), args.alpha)
         impl = load(args.impl)
-        workloads = load_workloads(preset=None if args.workload else args.preset or "quick",
-                                   path=args.workload)
         docs = measure_runs(impl, workloads, args.runs, fractions, threads=args.threads,
                             budget_s=args.budget, progress=lambda text: print(text, file=sys.stderr))
     except UsageError as exc:

@@ -11,21 +11,25 @@ Before anything is timed the machine is checked (`rnnbench.benchmarks.machine`),
 workload is timed every implementation's forward pass on it is compared with the reference
 (`rnnbench.benchmarks.precheck`): a result that does not conform is timed, but its ratio to
 the baseline is left out (null), so it never counts as a speed-up. Ratios carry a 95%
-interval and a verdict from the raw samples (`rnnbench.benchmarks.noise`).
+interval and a verdict from the raw samples (`rnnbench.benchmarks.statistics`), "not_judged"
+on a busy machine.
 See `rnnbench.benchmarks.timing` for how the times are taken.
 """
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import torch
 
-from rnnbench.benchmarks.machine import load_average, machine_check, measure_usage
-from rnnbench.benchmarks.noise import NOISY_IQR_FRACTION, is_noisy, ratio_interval, verdict
+from rnnbench.benchmarks.machine import (best_earlier_peak, load_average, machine_check,
+                                         measure_usage)
+from rnnbench.benchmarks.statistics import (BIMODAL_GAP, BIMODAL_MIN_SHARE, NOISY_IQR_FRACTION,
+                                            is_bimodal, is_noisy, speedup)
 from rnnbench.benchmarks.precheck import PRECHECK_BATCH, PRECHECK_STEPS, forward_conformance
-from rnnbench.benchmarks.result import BenchResult, vs_native
+from rnnbench.benchmarks.result import BenchResult
 from rnnbench.benchmarks.tasks import Task, build_task
 from rnnbench.benchmarks.timing import (RepeatPolicy, gemm_peak, measure, measure_interleaved,
                                         peak_memory_bytes, pinned_threads, sample_summary, synchronizer,
@@ -46,6 +50,9 @@ CONVENTIONS = {
                  "calls)",
     "noisy": f"iqr_s > {NOISY_IQR_FRACTION:.0%} of median_s: the median may move that much "
              "between runs",
+    "bimodal": f"sorted, two neighbouring samples_s at least {BIMODAL_GAP:g}x apart with at "
+               f"least {BIMODAL_MIN_SHARE:.0%} of them (and 2) on each side: some calls ran at "
+               "another speed (contention); no verdict on its speed-up",
     "first_call_s": "the metric's first call on a freshly built module (lazy init, compilation); "
                     "metrics run in the workload's order on the same module",
     "forward": "inference: one forward call under torch.no_grad()",
@@ -61,9 +68,11 @@ CONVENTIONS = {
     "vs_native": f"{BASELINE}'s median_s / this median_s (> 1 is faster than {BASELINE}); null "
                  f"when this result or {BASELINE}'s does not conform (conforms false)",
     "vs_native_ci": "95% percentile-bootstrap interval of vs_native from both results' samples_s "
-                    "(2000 resamples of each, seeded)",
-    "vs_native_verdict": "faster (interval above 1), slower (below 1) or within_noise (it "
-                         "contains 1.0: not a speed-up)",
+                    "(scipy.stats.bootstrap, 2000 resamples of each, seeded)",
+    "vs_native_verdict": "faster (interval above 1), slower (below 1), within_noise (it "
+                         "contains 1.0: not a speed-up), or not_judged (no claim either way: "
+                         "machine_check found the machine busy, or this result's or "
+                         f"{BASELINE}'s samples are bimodal)",
     "conforms": "one forward pass on the workload's configuration (batch <= "
                 f"{PRECHECK_BATCH}, steps <= {PRECHECK_STEPS}, the workload's dtype; implicit: "
                 "float64) matched the float64 reference within the conformance suite's "
@@ -77,7 +86,10 @@ CONVENTIONS = {
                    "(machine_check has every run and the IQR)",
     "machine_check": "taken before timing: other processes' share of the CPU time and the "
                      "hypervisor's steal over a short window, the load averages, the GEMM peak's "
-                     "spread; busy with one reason per signal past its limit",
+                     "spread and the peak against the best an earlier run in the same results "
+                     "folder measured on this processor and thread count (best_peak_gflops: "
+                     "the best known, this run's included); busy with one reason per signal "
+                     "past its limit",
     "solver": "the implicit solver's iteration counts from the last call (model.last_solver_stats)",
 }
 
@@ -88,7 +100,8 @@ def run_benchmarks(impls: Iterable[Implementation], workloads: Iterable[Workload
                    *, threads: int | None = None, budget_s: float | None = None, seed: int = 0,
                    progress: Progress | None = None,
                    checkpoint: Callable[[dict], None] | None = None,
-                   wait: Callable[[], None] | None = None, preset: str | None = None) -> dict:
+                   wait: Callable[[], None] | None = None, preset: str | None = None,
+                   history: str | os.PathLike | None = None) -> dict:
     """Time every implementation on every workload; return the rnnbench.bench/2 document.
 
     `device`, `threads` apply to workloads that do not name their own; `budget_s` overrides the
@@ -100,6 +113,8 @@ def run_benchmarks(impls: Iterable[Implementation], workloads: Iterable[Workload
     made) and then timed. With `wait`, every workload is prepared first, then `wait()` is called
     and only then is the machine checked and anything timed: the caller's other work may share
     the machine until `wait` returns (all prepared modules are held in memory meanwhile).
+    `history` is a results folder whose earlier bench documents say the best GEMM peak this
+    processor reached (`machine.best_earlier_peak`); a peak far below it means a busy machine.
     """
     impls, workloads = list(impls), list(workloads)
     threads = threads or torch.get_num_threads()
@@ -137,13 +152,16 @@ def run_benchmarks(impls: Iterable[Implementation], workloads: Iterable[Workload
     with pinned_threads(threads):
         peak = _peak(peaks, device, threads)
     doc["peak_gflops"] = peak["gflops"] if peak else None
-    doc["machine_check"] = machine_check(peak or {}, usage, load_avg=load_average())
+    best = best_earlier_peak(history, environment, device, threads) if history else None
+    doc["machine_check"] = machine_check(peak or {}, usage, load_avg=load_average(),
+                                         best_peak=best)
+    busy = doc["machine_check"]["busy"]
     for ready in preparing:
         workload = ready.workload
         with pinned_threads(workload.threads or threads):
             peak = _peak(peaks, ready.device, workload.threads or threads)
             policy = RepeatPolicy(min_repeats=workload.min_repeats, budget_s=budget_s or workload.budget_s)
-            _time(ready, peak and peak["gflops"], policy,
+            _time(ready, peak and peak["gflops"], policy, busy,
                   _counter(progress, len(doc["results"]), total))
         doc["results"] += [result.to_json() for result in ready.results.values()]
         doc["peaks"] = list(peaks.values())
@@ -231,15 +249,15 @@ def _prepare(impls: list[Implementation], workload: Workload, device: str, seed:
     return ready
 
 
-def _time(ready: Prepared, peak: float | None, policy: RepeatPolicy,
+def _time(ready: Prepared, peak: float | None, policy: RepeatPolicy, busy: bool,
           report: Callable[[int, str], None]) -> None:
     """Warm-up, interleaved timing, memory and solver statistics, metric by metric; then the
-    ratios to the baseline."""
+    ratios to the baseline (not judged when the machine is `busy`)."""
     impls = len({name for name, _ in ready.results})
     for index, metric in enumerate(ready.workload.metrics):
         report(index * impls, f"{ready.workload.name} {metric}")
         _time_metric(ready, metric, peak, policy)
-    _ratios(ready.results)
+    _ratios(ready.results, busy)
     report(len(ready.workload.metrics) * impls, f"{ready.workload.name} done")
 
 
@@ -252,7 +270,7 @@ def _time_metric(ready: Prepared, metric: str, peak: float | None, policy: Repea
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                numbers[name] = warm_up(call, sync)
+                numbers[name] = warm_up(call, sync, min_sample_s=ready.workload.min_sample_s)
                 calls[name] = call
             except Exception as exc:
                 _mark(results, name, [metric], "failed", f"warm-up: {one_line(exc)}")
@@ -295,6 +313,7 @@ def _record(result: BenchResult, workload: Workload, summary, peak: float | None
     result.median_s, result.iqr_s = summary.median_s, summary.iqr_s
     result.samples_s = list(summary.samples_s)
     result.noisy = is_noisy(summary.median_s, summary.iqr_s)
+    result.bimodal = is_bimodal(summary.samples_s)
     result.repeats, result.number = summary.repeats, summary.number
     if result.flops is not None:
         result.gflops = result.flops / summary.median_s / 1e9
@@ -309,17 +328,15 @@ def _record(result: BenchResult, workload: Workload, summary, peak: float | None
     result.solver = solver
 
 
-def _ratios(results: dict[tuple[str, str], BenchResult]) -> None:
+def _ratios(results: dict[tuple[str, str], BenchResult], busy: bool) -> None:
     """vs_native, its interval and verdict, for every result with a speed-up over the
     baseline's result on the same metric."""
-    for (name, metric), result in results.items():
+    for (_, metric), result in results.items():
         base = results.get((BASELINE, metric))
-        result.vs_native = vs_native(result, base)
-        if result.vs_native is None:
-            continue
-        interval = ratio_interval([(base.samples_s, result.samples_s)])
-        result.vs_native_ci = interval
-        result.vs_native_verdict = verdict(interval)
+        ratio = speedup([(base, result)], busy=busy) if base is not None else None
+        if ratio is not None:
+            result.vs_native, result.vs_native_ci, result.vs_native_verdict = (
+                ratio.value, ratio.ci, ratio.verdict)
 
 
 def _result(impl: Implementation, workload: Workload, device: str, metric: str) -> BenchResult:

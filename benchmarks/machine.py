@@ -1,6 +1,6 @@
 """Is the machine quiet enough to time on? A check taken before any timing, kept in the results.
 
-Three signals, each judged against the machine's own numbers:
+Four signals, each judged against the machine's own numbers:
 
 - **Other work** (load): the CPU time every process but this one used during a short window
   (`WINDOW_S`) while this one waited, from the kernel's counters in /proc/stat, as a fraction
@@ -13,22 +13,37 @@ Three signals, each judged against the machine's own numbers:
 - **The GEMM peak's own spread** over several runs (`timing.gemm_peak`): busy when its IQR is
   more than PEAK_SPREAD_LIMIT of its median, since a matmul that cannot hold its speed for a
   fraction of a second will not let anything else hold its speed either.
+- **The GEMM peak against the best seen** on the same processor (CPU model, or GPU) at the same
+  thread count by earlier runs whose documents are in the same results folder
+  (`best_earlier_peak`; each document carries the best it knew forward): busy below
+  PEAK_DROP_LIMIT of it, as when every core is shared with other work the whole time.
 
-Where /proc/stat does not exist (not Linux) the window gives nothing and only the peak's spread
-is judged; `steal_fraction` is then null.
+Where /proc/stat does not exist (not Linux) the window gives nothing and only the peak is
+judged; `steal_fraction` is then null. On a busy machine no speed-up is judged
+(`rnnbench.benchmarks.statistics`).
 """
 from __future__ import annotations
 
 import os
+import textwrap
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+
+from rnnbench.documents import BENCH_SCHEMAS, read_json
+from rnnbench.errors import UsageError
 
 WINDOW_S = 0.5
 OTHERS_LIMIT = 0.25
 STEAL_LIMIT = 0.05
 PEAK_SPREAD_LIMIT = 0.10
+PEAK_DROP_LIMIT = 0.5
+WIDTH = 100
 PROC_STAT = "/proc/stat"
+CONTENTION_HINT = ("Under contention time on one thread (rnnbench bench --threads 1): torch.nn "
+                   "with more threads than free cores collapses, its threads waiting for "
+                   "descheduled siblings.")
 
 
 @dataclass(frozen=True)
@@ -99,9 +114,10 @@ def load_average() -> list[float] | None:
 
 
 def machine_check(peak: dict, usage: Usage | None, *, cores: int | None = None,
-                  load_avg: list[float] | None = None) -> dict:
+                  load_avg: list[float] | None = None, best_peak: dict | None = None) -> dict:
     """The document's `machine_check`: the signals, the verdict `busy`, and one reason per
-    signal past its limit. `peak` is `timing.gemm_peak`'s result (its samples, median, IQR)."""
+    signal past its limit. `peak` is `timing.gemm_peak`'s result (its samples, median, IQR);
+    `best_peak` is `best_earlier_peak`'s."""
     cores = cores or os.cpu_count()
     reasons = []
     if usage is not None:
@@ -113,6 +129,10 @@ def machine_check(peak: dict, usage: Usage | None, *, cores: int | None = None,
     if median and iqr is not None and iqr > PEAK_SPREAD_LIMIT * median:
         reasons.append(f"GEMM peak spread {iqr / median:.0%} (IQR/median, "
                        f"{len(peak.get('samples', []))} runs)")
+    best = (best_peak or {}).get("gflops")
+    if median and best and median < PEAK_DROP_LIMIT * best:
+        reasons.append(f"GEMM peak {median:.3g} GFLOP/s, below {PEAK_DROP_LIMIT:.0%} of the "
+                       f"{best:.3g} an earlier run measured here ({best_peak['file']})")
     return {
         "cores": cores,
         "load_avg": load_avg,
@@ -123,11 +143,53 @@ def machine_check(peak: dict, usage: Usage | None, *, cores: int | None = None,
         "peak_gflops_samples": peak.get("samples", []),
         "peak_gflops_median": median,
         "peak_gflops_iqr": iqr,
+        "best_peak_gflops": max(filter(None, (median, best)), default=None),
     }
 
 
-def busy_line(check: dict | None) -> str | None:
-    """The one line that opens `bench`'s output and `run`'s summary on a busy machine."""
-    if not check or not check.get("busy"):
+def best_earlier_peak(folder: str | Path, environment: dict, device: str, threads: int
+                      ) -> dict | None:
+    """The best GEMM peak that the bench documents in `folder` (and its subfolders, one level
+    down) measured on this processor (`environment`'s CPU model, or GPU for "cuda") at
+    `threads`: {"gflops", "file"}; None when none did. Other files are passed over."""
+    processor = "gpu" if device == "cuda" else "cpu"
+    best = None
+    for path in sorted([*Path(folder).glob("*.json"), *Path(folder).glob("*/*.json")]):
+        doc = _bench_document(path)
+        if not (doc and doc.get("device") == device and doc.get("threads") == threads
+                and doc["environment"].get(processor) == environment.get(processor)):
+            continue
+        check = doc["machine_check"]
+        for gflops in (check.get("best_peak_gflops"), check.get("peak_gflops_median")):
+            if _positive(gflops) and (best is None or gflops > best["gflops"]):
+                best = {"gflops": gflops, "file": str(path)}
+    return best
+
+
+def _bench_document(path: Path) -> dict | None:
+    """The bench document at `path` with an environment and a machine check, or None."""
+    if not path.is_file():      # a FIFO or a folder named *.json would block or fail
         return None
-    return "BUSY MACHINE, timings less reliable: " + "; ".join(check["reasons"])
+    try:
+        doc = read_json(path, BENCH_SCHEMAS)
+    except UsageError:
+        return None
+    if isinstance(doc.get("environment"), dict) and isinstance(doc.get("machine_check"), dict):
+        return doc
+    return None
+
+
+def _positive(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+
+
+def busy_lines(check: dict | None, threads: int | None) -> list[str]:
+    """What opens `bench`'s output and `run`'s summary on a busy machine: the reasons, that
+    no speed-up is judged, and (timed on several threads) how to time under contention."""
+    if not check or not check.get("busy"):
+        return []
+    lines = ["BUSY MACHINE, speed-ups not judged: " + "; ".join(check["reasons"])]
+    if threads is None or threads > 1:
+        lines.append(CONTENTION_HINT)
+    return [wrapped for line in lines for wrapped in textwrap.wrap(line, WIDTH,
+                                                                   subsequent_indent="  ")]

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field, fields
 
 from rnnbench.documents import STATUSES
 
-# The verdicts on a speed-up's interval (rnnbench.benchmarks.noise.verdict gives them).
-RATIO_VERDICTS = ("faster", "slower", "within_noise")
+# The verdicts on a speed-up (rnnbench.benchmarks.statistics gives them): by its interval, or
+# no claim at all because the machine was busy or the samples bimodal.
+RATIO_VERDICTS = ("faster", "slower", "within_noise", "not_judged")
 # A result timed ("ok") must carry at least one of these numbers.
 MEASURED = ("median_s", "iqr_s", "repeats", "gflops", "peak_fraction", "first_call_s",
             "tokens_per_s", "peak_mem_bytes", "threads")
@@ -61,6 +62,7 @@ class BenchResult:
     iqr_s: float | None = None
     samples_s: list[float] = field(default_factory=list)   # every sample, in the order taken
     noisy: bool | None = None           # iqr_s large against median_s
+    bimodal: bool | None = None         # the samples fall into two clusters
     repeats: int = 0                    # how many samples
     number: int | None = None           # calls per sample
     first_call_s: float | None = None   # the first call on a fresh module (compilation, ...)
@@ -94,7 +96,8 @@ class BenchResult:
 
         InvalidResult (one line) for a missing impl, workload or metric, an unknown status, a
         timed result without a number, or a field of the wrong type. Judgements that are
-        malformed (an interval, a verdict, the noisy or conforms flags) are not believed: None.
+        malformed (an interval, a verdict, the noisy, bimodal or conforms flags) are not
+        believed: None.
         """
         if not isinstance(data, dict):
             raise InvalidResult("not an object")
@@ -122,7 +125,7 @@ class BenchResult:
         values["vs_native_ci"] = _interval(data.get("vs_native_ci"))
         if values["vs_native_verdict"] not in RATIO_VERDICTS:
             values["vs_native_verdict"] = None
-        for name in ("noisy", "conforms"):
+        for name in ("noisy", "bimodal", "conforms"):
             values[name] = data[name] if isinstance(data.get(name), bool) else None
         return cls(**values, **extra)
 

@@ -11,7 +11,7 @@
 - Rounds continue until every candidate has `min_repeats` samples and the time budget is spent
   (or `max_repeats` is reached); the summary is the median and the interquartile range.
 - Every sample is kept (`Summary.samples_s`, seconds per call), so intervals and rank tests can
-  be computed from the raw data later (`rnnbench.benchmarks.noise`, `rnnbench compare`).
+  be computed from the raw data later (`rnnbench.benchmarks.statistics`, `rnnbench compare`).
 - Peak memory: the most bytes the call had allocated at once above what was allocated before it.
   CUDA: `max_memory_allocated`. CPU: the allocation and free events torch's profiler records for
   the call (every tensor torch allocates, in whatever thread or compiled kernel), summed in

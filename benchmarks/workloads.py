@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rnnbench.benchmarks.timing import MIN_SAMPLE_S
 from rnnbench.errors import UsageError
 from rnnbench.impls.base import DEVICE_FEATURES as DEVICES
 from rnnbench.impls.base import DTYPE_FEATURES as DTYPES
@@ -46,7 +47,9 @@ class Workload:
     `device` and `threads` None mean "the run's" (the command line's). `vocab` feeds token ids
     through an embedding of that size into the module; `classes` puts a linear classifier with a
     cross-entropy loss on the time-averaged output. `budget_s` is the timing budget per
-    implementation and metric (repeats stop once it is spent and `min_repeats` are taken).
+    implementation and metric (repeats stop once it is spent and `min_repeats` are taken);
+    `min_sample_s` the shortest a sample may be (back-to-back calls are added until it is long
+    enough that a scheduler tick or an interrupt is a small part of it).
     `ragged`: the sequences of the batch have the lengths `lengths` gives (the longest `steps`),
     handed over padded to `steps`, or, with `packed`, packed (torch.nn.utils.rnn) in each call.
     """
@@ -64,6 +67,7 @@ class Workload:
     clip_norm: float | None = None
     budget_s: float = 0.5
     min_repeats: int = 7
+    min_sample_s: float = MIN_SAMPLE_S
     ragged: bool = False
     packed: bool = False
     notes: str = ""
@@ -189,8 +193,10 @@ def _problem(w: Workload) -> str | None:
         return f"metrics must be a non-empty list drawn from {', '.join(METRICS)}, got {list(w.metrics)}"
     if w.clip_norm is not None and not (isinstance(w.clip_norm, (int, float)) and w.clip_norm > 0):
         return f"clip_norm must be a positive number or null, got {w.clip_norm!r}"
-    if not (isinstance(w.budget_s, (int, float)) and w.budget_s > 0):
-        return f"budget_s must be a positive number, got {w.budget_s!r}"
+    for name in ("budget_s", "min_sample_s"):
+        value = getattr(w, name)
+        if not (isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0):
+            return f"{name} must be a positive number, got {value!r}"
     if (w.vocab or w.classes) and not w.sequence_output:
         return "vocab and classes apply to kinds whose output is a sequence (time, batch, features)"
     if not (isinstance(w.ragged, bool) and isinstance(w.packed, bool)):

@@ -4,17 +4,18 @@ Pure functions of the normalised `Results`; nothing here formats or draws.
 
 A speed-up is the baseline's median time over the implementation's in the same run. A result
 whose numbers do not conform (bench's `conforms: false`), or whose baseline's do not, has no
-speed-up: fast wrong answers are not a result. Where the input carries the speed-up's 95%
-interval, an interval that contains 1.0 makes the ratio "within noise", never a speed-up.
+speed-up: fast wrong answers are not a result. Its interval and verdict come from
+`rnnbench.benchmarks.statistics.speedup`, as in `bench` and `run`: an interval that contains
+1.0 makes the ratio "within noise", and a run timed on a busy machine has no verdict at all.
 """
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from rnnbench.benchmarks.result import vs_native
+from rnnbench.benchmarks.statistics import Ratio, speedup
 from rnnbench.reports.records import Check, Timing
 from rnnbench.documents import BASELINE, OUTCOMES
 
@@ -42,62 +43,47 @@ def comparison_group(t: Timing) -> tuple:
     return (t.source.path, t.kind, t.workload, t.device, t.dtype, t.metric)
 
 
-def speedups(timings: Iterable[Timing]) -> dict[tuple, float]:
-    """(comparison group, impl) -> its vs_native over the baseline's timing in the group, for
-    the timings that have one."""
-    timings = list(timings)
-    baseline = {comparison_group(t): t for t in timings if t.impl == BASELINE}
-    found = {(comparison_group(t), t.impl): vs_native(t, baseline.get(comparison_group(t)))
-             for t in timings}
-    return {key: ratio for key, ratio in found.items() if ratio is not None}
-
-
-def speedup_of(table: dict[tuple, float], t: Timing) -> float | None:
-    return table.get((comparison_group(t), t.impl))
-
-
 @dataclass(frozen=True)
-class Ratio:
-    """A speed-up over the baseline with what is known of its certainty.
+class Speedups:
+    """Every timing's speed-up over the baseline's timing in its comparison group: the
+    baselines by group, and the Ratios by (group, impl) of the timings that have one."""
 
-    `ci` is the 95% interval where the input has one; `verdict` is "faster", "slower",
-    "within_noise" (the interval contains 1.0) or None (no interval: no claim either way).
-    """
-
-    value: float
-    ci: tuple[float, float] | None = None
-    verdict: str | None = None
-
-    @property
-    def within_noise(self) -> bool:
-        return self.verdict == "within_noise"
+    baselines: dict[tuple, Timing]
+    ratios: dict[tuple, Ratio]
 
 
-def interval_verdict(ci: tuple[float, float] | None) -> str | None:
-    """The verdict an interval of baseline / implementation gives."""
-    if ci is None:
-        return None
-    return "faster" if ci[0] > 1.0 else "slower" if ci[1] < 1.0 else "within_noise"
+def speedups(timings: Iterable[Timing]) -> Speedups:
+    """The Speedups of `timings`; the baseline's own ratio is 1."""
+    timings = list(timings)
+    baselines = {comparison_group(t): t for t in timings if t.impl == BASELINE}
+    ratios = {}
+    for t in timings:
+        base = baselines.get(comparison_group(t))
+        if t.impl == BASELINE:
+            ratio = Ratio(1.0) if vs_native(t, t) is not None else None
+        else:
+            ratio = speedup([(base, t)], busy=t.source.busy) if base else None
+        if ratio is not None:
+            ratios[(comparison_group(t), t.impl)] = ratio
+    return Speedups(baselines, ratios)
 
 
-def ratio_of(table: dict[tuple, float], t: Timing) -> Ratio | None:
-    """The speed-up of `t` with its interval and verdict (the input's verdict where it gives
-    one); None where `t` has no speed-up."""
-    value = speedup_of(table, t)
-    if value is None:
-        return None
-    return Ratio(value, t.vs_native_ci, t.vs_native_verdict or interval_verdict(t.vs_native_ci))
+def speedup_of(table: Speedups, t: Timing) -> float | None:
+    ratio = ratio_of(table, t)
+    return None if ratio is None else ratio.value
+
+
+def ratio_of(table: Speedups, t: Timing) -> Ratio | None:
+    """The speed-up of `t` with its interval and verdict; None where `t` has no speed-up."""
+    return table.ratios.get((comparison_group(t), t.impl))
 
 
 @dataclass(frozen=True)
 class Headline:
     """One implementation's speed-up over the baseline, summed up over the results it has.
 
-    `ratio` is the geometric mean over `count` results (workload x metric). Its interval
-    combines the results' own intervals on the log scale as independent normal errors (the
-    mean of n of them): centred on the mean of the intervals' log-midpoints, half-width
-    sqrt(sum of the log half-widths squared) / n, so one result keeps its own interval. None
-    unless every result has an interval.
+    `ratio` is the geometric mean over `count` results (workload x metric) with its interval
+    from their raw samples (`rnnbench.benchmarks.statistics.speedup`).
     `left_out` counts the timed results left out because their numbers do not conform;
     `noisy` the results flagged noisy.
     """
@@ -108,24 +94,15 @@ class Headline:
     noisy: int
 
 
-def headline(timings: Iterable[Timing], table: dict[tuple, float]) -> Headline:
+def headline(timings: Iterable[Timing], table: Speedups) -> Headline:
     """The Headline of the timings of one implementation (one machine and device)."""
     timings = [t for t in timings if t.status == "ok" and t.median_s]
-    ratios = [r for r in (ratio_of(table, t) for t in timings) if r is not None]
+    pairs = [(table.baselines[comparison_group(t)], t) for t in timings
+             if t.impl != BASELINE and ratio_of(table, t) is not None]
     left_out = sum(t.conforms is False for t in timings)
     noisy = sum(t.noisy is True for t in timings)
-    if not ratios:
-        return Headline(None, 0, left_out, noisy)
-    value = math.exp(sum(math.log(r.value) for r in ratios) / len(ratios))
-    ci = None
-    if all(r.ci for r in ratios):
-        lows, highs = ([math.log(r.ci[i]) for r in ratios] for i in (0, 1))
-        centre = sum(low + high for low, high in zip(lows, highs)) / (2 * len(ratios))
-        half = math.sqrt(sum(((high - low) / 2) ** 2
-                             for low, high in zip(lows, highs))) / len(ratios)
-        ci = (math.exp(centre - half), math.exp(centre + half))
-    return Headline(Ratio(value, ci, interval_verdict(ci)), len(ratios), left_out, noisy)
-
+    ratio = speedup(pairs, busy=any(t.source.busy for _, t in pairs))
+    return Headline(ratio, len(pairs), left_out, noisy)
 
 
 @dataclass(frozen=True)

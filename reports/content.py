@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from rnnbench.benchmarks.statistics import NOT_JUDGED_TEXT, bimodal
 from rnnbench.findings import group_failures
 from rnnbench.suites.results import judge, summary_phrase
 from rnnbench.reports import analysis, runs
@@ -100,7 +101,8 @@ def _summary(results: Results) -> Section:
     table = analysis.speedups(results.timings)
     note = (f"Speed-up: geometric mean of {BASELINE}'s median time over the implementation's, "
             "across the workloads and metrics timed, with its 95% interval; an interval "
-            "containing 1 is within noise, not a speed-up. Fastest first.")
+            "containing 1 is within noise, not a speed-up, and a busy machine's is not "
+            "judged. Fastest first.")
     for run in every_run:
         impls = list(dict.fromkeys(
             [s.target for s in results.sources if s.format == "conformance"
@@ -132,7 +134,7 @@ def _warnings(results: Results) -> list[Callout]:
         if source.busy:
             reasons = "; ".join(map(str, source.machine_check.get("reasons") or [])) or "busy"
             busy.append(f"Busy machine: {runs.run_of(source).label()} when timed ({reasons}). "
-                        "Its timings are less reliable.")
+                        "Its speed-ups are not judged.")
     # One run's CPU and GPU timings are two files that can say the same.
     found = [Callout("warning", text) for text in dict.fromkeys(busy)]
     noisy = [t for t in results.timings if t.noisy]
@@ -227,9 +229,12 @@ def _speed_summary(results: Results, impl: str, run: runs.Run,
 
 
 def headline_text(line: analysis.Headline) -> str:
-    """'1.52x faster (1.40–1.63), 9 results', and its within-noise and no-interval forms."""
+    """'1.52x faster (1.40–1.63), 9 results', and its within-noise, not-judged and
+    no-interval forms."""
     ratio = line.ratio
     over = f"{line.count} result{'s' * (line.count != 1)}"
+    if ratio.not_judged:
+        return f"{NOT_JUDGED_TEXT}, {over}"
     if ratio.ci is None:
         return f"{ratio.value:.2f}x (no interval in the inputs), {over}"
     interval = f"{ratio.ci[0]:.2f}–{ratio.ci[1]:.2f}"
@@ -243,6 +248,8 @@ def ratio_text(ratio: analysis.Ratio | None) -> str:
     """A speed-up in a table cell: '0.50x (0.45–0.55)', '≈ native, within noise (...)'."""
     if ratio is None:
         return ""
+    if ratio.not_judged:
+        return NOT_JUDGED_TEXT
     interval = f" ({ratio.ci[0]:.2f}–{ratio.ci[1]:.2f})" if ratio.ci else ""
     if ratio.within_noise:
         return f"≈ {BASELINE}, within noise{interval}"
@@ -398,8 +405,9 @@ def _performance(results: Results) -> Section:
                "from": len({t.source.format for t in timings}) > 1}
     blocks: list = [f"Speed-up is {BASELINE}'s median time divided by the implementation's in "
                     "the same run (> 1 is faster), with its 95% interval where the input has "
-                    "one; an interval containing 1 is within noise. Numbers that do not "
-                    "conform get no speed-up. IQR is the spread of the repeats; % of peak is "
+                    "one; an interval containing 1 is within noise, and none is judged from a "
+                    "busy machine or bimodal samples. Numbers that do not conform get no "
+                    "speed-up. IQR is the spread of the repeats; % of peak is "
                     "against the machine's measured GEMM peak. Memory: rnnbench bench "
                     "measures the peak allocated during one call, asv the peak memory of the "
                     "whole benchmark process.",
@@ -439,6 +447,8 @@ def _timing_notes(t: Timing) -> str:
         spread = (f" (IQR {t.iqr_s / t.median_s:.0%} of the median)"
                   if t.iqr_s is not None and t.median_s else "")
         notes.append("noisy" + spread)
+    if bimodal(t):
+        notes.append("bimodal samples: not judged")
     if t.conforms is False:
         notes.append("NON-CONFORMING" + (f": {t.conformance_note}" if t.conformance_note else ""))
     elif t.conforms is None and t.conformance_note and t.status == "ok":

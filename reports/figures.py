@@ -109,8 +109,9 @@ def speedup_chart(timings: list[Timing], layout: Layout = WIDE) -> Plot | None:
     """Speed-up over the baseline per workload, with its 95% interval where the input has one:
     one panel per (metric, device), a row per workload, a marker per implementation.
 
-    A hollow marker is within noise (its interval contains 1); non-conforming results have no
-    speed-up and are not drawn. Log scale, 1 (the baseline) marked.
+    A hollow marker is within noise (its interval contains 1) or not judged (a busy machine,
+    bimodal samples); non-conforming results have no speed-up and are not drawn. Log scale, 1
+    (the baseline) marked.
     """
     table = analysis.speedups(timings)
     points = [(t, analysis.ratio_of(table, t)) for t in timings if t.impl != BASELINE]
@@ -143,7 +144,8 @@ def speedup_chart(timings: list[Timing], layout: Layout = WIDE) -> Plot | None:
                     ax.errorbar([r.value], [y], xerr=[[r.value - r.ci[0]], [r.ci[1] - r.value]],
                                 color=colours[name], linewidth=1, capsize=2)
                 ax.plot([r.value], [y], "o", color=colours[name], markersize=5,
-                        markerfacecolor="white" if r.within_noise else colours[name])
+                        markerfacecolor="white" if r.within_noise or r.not_judged
+                        else colours[name])
         ax.axvline(1.0, color="black", linewidth=0.8)
         ax.set_xscale("log")
         values = [v for _, r in cell for v in (r.value, *(r.ci or ()))]
@@ -153,7 +155,7 @@ def speedup_chart(timings: list[Timing], layout: Layout = WIDE) -> Plot | None:
         ax.set_yticks(range(len(workloads)), workloads, fontsize=8)
         ax.set_ylim(len(workloads) - 0.5, -0.5)
         ax.set_title(f"{metric} on {device or 'unknown device'}", fontsize=10)
-        ax.set_xlabel(f"speed-up over {BASELINE} (> 1 faster; hollow: within noise)",
+        ax.set_xlabel(f"speed-up over {BASELINE} (> 1 faster; hollow: no claim)",
                       fontsize=8)
     for ax in axes[len(panels):]:
         ax.set_visible(False)
@@ -163,7 +165,8 @@ def speedup_chart(timings: list[Timing], layout: Layout = WIDE) -> Plot | None:
                ncols=min(len(names), 3 if layout.columns > 1 else 1))
     return Plot("speedup",
                 f"Speed-up over {BASELINE} per workload with 95% intervals (> 1 is faster; "
-                "log scale; hollow markers are within noise; non-conforming results not drawn)",
+                "log scale; hollow markers are within noise or not judged; non-conforming "
+                "results not drawn)",
                 _png(fig))
 
 

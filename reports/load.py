@@ -233,6 +233,10 @@ def _load_pytest_benchmark(path: Path, data: dict) -> Results:
             numbers = {name: float(stats[key]) for name, key in
                        (("median_s", "median"), ("iqr_s", "iqr"), ("repeats", "rounds"))
                        if _is_number(stats.get(key))}
+            # Every round's time per call, where the file kept them (--benchmark-json does).
+            data = stats.get("data")
+            if isinstance(data, list) and data and all(map(_is_number, data)):
+                numbers["samples_s"] = [float(v) for v in data]
             results.timings.append(_timing(source, labels, labels, numbers=numbers))
         except (_Skip, InvalidResult) as exc:
             results.unplaced.append(Unplaced(source, where, str(exc), _brief(bench)))

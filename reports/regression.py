@@ -3,12 +3,12 @@
 Per (impl, kind, workload, device, dtype, metric) the change of the median time, judged by one
 of two rules:
 
-- **rank test against native** (both runs kept their raw samples, `samples_s` in
-  rnnbench.bench/2, and both timed native on the same workload and metric): every sample is
-  divided by its own run's native median, and a one-sided Mann–Whitney U test compares HEAD's
-  against BASE's, in the direction of the change. Native is timed interleaved with the others in
-  each run, so what moves every implementation between runs (the machine's clock, a neighbour,
-  memory placement) cancels out.
+- **rank test against native** (both runs kept their raw samples: `samples_s` in
+  rnnbench.bench/2, pytest-benchmark's `stats.data`; and both timed native on the same workload
+  and metric): every sample is divided by its own run's native median, and a one-sided
+  Mann–Whitney U test compares HEAD's against BASE's, in the direction of the change. Native is
+  timed interleaved with the others in each run, so what moves every implementation between
+  runs (the machine's clock, a neighbour, memory placement) cancels out.
 - **rank test** (raw samples where one run has no native, and for native itself): the same
   test on the raw samples, as asv and Google Benchmark's compare.py do.
 
@@ -16,22 +16,32 @@ of two rules:
   asv's 0.002 needs more). A real slow-down past the threshold is a **regression**, a real
   speed-up past it an improvement, a real change inside it is "below threshold", anything else
   "within noise".
-- **IQR rule** (either run has no samples: rnnbench.bench/1, pytest-benchmark): a change of the
-  median no larger than the larger of the two IQRs is "within noise"; past it, the threshold
-  decides as above. The output says how many results each rule judged.
+- **IQR rule** (either run has no samples: rnnbench.bench/1, pytest-benchmark saved without
+  its data): a change of the median no larger than the larger of the two IQRs is "within
+  noise"; past it, the threshold decides as above. The output says how many results each rule
+  judged.
 
-A result that ran in BASE and failed in HEAD fails the gate too, and so does one that BASE has
-and HEAD lacks ("missing"), unless missing results are allowed: a truncated run must not pass.
+The gate passes nothing it cannot judge. A result that ran in BASE and failed in HEAD fails it
+(as does one that failed in both), like a regression. So does, unless the gate is told to call
+such results inconclusive (`Gate.unjudged`), a result it cannot judge: one whose numbers in HEAD
+do not conform ("non-conforming", however fast), one that BASE has and HEAD lacks ("missing",
+a truncated run; unless missing results are allowed), one BASE timed that HEAD could not
+("not comparable": unavailable or not supported now) and one that a run holds twice
+("duplicate"). A timing from a busy machine, or with bimodal samples on either side, is "not
+judged": the comparison is then inconclusive (EXIT_INCONCLUSIVE) unless something failed.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import statistics
+import textwrap
 from dataclasses import dataclass
 
 from tabulate import tabulate
 
+from rnnbench.benchmarks.statistics import bimodal
 from rnnbench.errors import UsageError
 from rnnbench.reports.records import Results, Timing
 from rnnbench.reports.units import percent, seconds
@@ -42,12 +52,22 @@ DEFAULT_ALPHA = 0.01
 # Fewer samples a side and no one-sided rank test can reach p < 0.01 (3 a side: 0.05 at best).
 MIN_SAMPLES = 5
 # Verdicts, in the order the summary lists them.
-VERDICTS = ("regression", "failed", "missing", "improvement", "below threshold", "within noise",
-            "now timed", "not comparable", "not timed", "new", "duplicate")
-# Environment keys whose difference makes a comparison suspect; printed as a note.
-MACHINE_KEYS = ("hostname", "cpu", "gpu", "torch", "cuda", "threads")
+VERDICTS = ("regression", "failed", "non-conforming", "missing", "not comparable", "duplicate",
+            "not judged", "improvement", "below threshold", "within noise", "now timed",
+            "not timed", "new")
+# What always fails the gate, and what fails it unless it is told to call it inconclusive.
+FAILING = ("regression", "failed")
+UNJUDGEABLE = ("non-conforming", "missing", "not comparable", "duplicate")
+NOT_JUDGED = "not judged"
+UNJUDGED_POLICIES = ("fail", "inconclusive")
+# The exit code of a comparison that found nothing failing but could not judge everything.
+EXIT_INCONCLUSIVE = 3
+# Environment keys whose difference may move a timing (warned about), and ones worth a note.
+WARNED_KEYS = ("cpu", "gpu", "threads", "torch", "cuda")
+NOTED_KEYS = ("hostname", "rnnbench")
 RANK_TEST_NATIVE, RANK_TEST, IQR_RULE = "rank test against native", "rank test", "IQR rule"
 RULES = (RANK_TEST_NATIVE, RANK_TEST, IQR_RULE)
+WIDTH = 100
 
 
 @dataclass(frozen=True)
@@ -67,15 +87,25 @@ class Change:
 
 @dataclass(frozen=True)
 class Gate:
-    """How `compare_runs` decides."""
+    """How `compare_runs` decides. `unjudged`: what a result the gate cannot judge does,
+    "fail" or "inconclusive" (UNJUDGED_POLICIES)."""
 
     threshold: float = DEFAULT_THRESHOLD
     alpha: float = DEFAULT_ALPHA
     allow_missing: bool = False
+    unjudged: str = "fail"
+
+    def unjudgeable(self) -> tuple[str, ...]:
+        """The verdicts of results the gate cannot judge, as this gate counts them."""
+        return tuple(v for v in UNJUDGEABLE if not (v == "missing" and self.allow_missing))
 
     def gating(self) -> tuple[str, ...]:
         """The verdicts that fail the comparison."""
-        return ("regression", "failed") + (() if self.allow_missing else ("missing",))
+        return FAILING + (self.unjudgeable() if self.unjudged == "fail" else ())
+
+    def inconclusive(self) -> tuple[str, ...]:
+        """The verdicts that make a comparison that nothing fails inconclusive."""
+        return (NOT_JUDGED,) + (self.unjudgeable() if self.unjudged == "inconclusive" else ())
 
 
 def parse_threshold(text: str) -> float:
@@ -94,11 +124,12 @@ def samples_of(results: Results) -> dict[tuple, list[float]]:
 
 
 def compare_runs(base: list[Timing], head: list[Timing], gate: Gate = Gate(),
-                 base_samples: dict | None = None, head_samples: dict | None = None
-                 ) -> list[Change]:
+                 base_samples: dict | None = None, head_samples: dict | None = None,
+                 *, busy: bool = False) -> list[Change]:
     """A Change for every result key in either run, in BASE's order then HEAD's new ones.
     `*_samples` map Timing.key() to raw samples (see `samples_of`); without them for a key,
-    that key is judged by the IQR rule."""
+    that key is judged by the IQR rule. `busy`: either run was timed on a busy machine, so no
+    change of a timing is judged."""
     base_by, head_by = _by_key(base), _by_key(head)
     base_samples, head_samples = base_samples or {}, head_samples or {}
     changes = []
@@ -112,7 +143,7 @@ def compare_runs(base: list[Timing], head: list[Timing], gate: Gate = Gate(),
             changes.append(Change(key, None, h[0], "new"))
         else:
             changes.append(_judge(key, b[0], h[0], gate, *_samples(key, base_samples,
-                                                                  head_samples)))
+                                                                  head_samples), busy=busy))
     return changes
 
 
@@ -140,6 +171,14 @@ def gating(changes: list[Change], gate: Gate = Gate()) -> list[Change]:
     return [c for c in changes if c.verdict in gate.gating()]
 
 
+def exit_code(changes: list[Change], gate: Gate = Gate()) -> int:
+    """1 when a change fails the comparison, else EXIT_INCONCLUSIVE when one could not be
+    judged, else 0."""
+    if gating(changes, gate):
+        return 1
+    return EXIT_INCONCLUSIVE if any(c.verdict in gate.inconclusive() for c in changes) else 0
+
+
 def format_changes(changes: list[Change], gate: Gate = Gate()) -> str:
     """A table per workload (kind, device and dtype in its heading), which rule judged how many
     results, and a one-line verdict."""
@@ -157,7 +196,8 @@ def format_changes(changes: list[Change], gate: Gate = Gate()) -> str:
                                   "verdict"], disable_numparse=True), ""]
     counts = {v: sum(c.verdict == v for c in changes) for v in VERDICTS}
     summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
-    rules = {rule: sum(c.rule == rule for c in changes) for rule in RULES}
+    judged = [c for c in changes if c.verdict not in (NOT_JUDGED, "non-conforming")]
+    rules = {rule: sum(c.rule == rule for c in judged) for rule in RULES}
     if rules[RANK_TEST_NATIVE]:
         lines.append(f"{rules[RANK_TEST_NATIVE]} judged by the rank test against native: the "
                      "samples as ratios to their run's native median, one-sided Mann-Whitney U, "
@@ -168,38 +208,72 @@ def format_changes(changes: list[Change], gate: Gate = Gate()) -> str:
     if rules[IQR_RULE]:
         lines.append(f"{rules[IQR_RULE]} judged by the IQR rule (no raw samples, e.g. bench/1): "
                      "changes inside the IQR are noise")
+    if counts[NOT_JUDGED]:
+        lines.append(f"{counts[NOT_JUDGED]} not judged: timed on a busy machine, or with bimodal "
+                     "samples (some calls ran at another speed)")
     failing = ", ".join(f"{counts[v]} {v}" for v in gate.gating() if counts[v])
-    verdict = (f"FAIL: {failing} (threshold {gate.threshold:.1%})" if failing else
-               f"OK: no regression past {gate.threshold:.1%} outside the noise")
+    unsure = ", ".join(f"{counts[v]} {v}" for v in gate.inconclusive() if counts[v])
+    if failing:
+        verdict = f"FAIL: {failing} (threshold {gate.threshold:.1%})"
+    elif unsure:
+        verdict = (f"INCONCLUSIVE: {unsure}; no regression past {gate.threshold:.1%} among "
+                   "the rest")
+    else:
+        verdict = f"OK: no regression past {gate.threshold:.1%} outside the noise"
     return "\n".join([*lines, summary or "nothing to compare", verdict])
 
 
-def machine_differences(base_env: dict, head_env: dict) -> list[str]:
-    """'key: base vs head' for each MACHINE_KEYS entry that differs between the two runs."""
-    return [f"{k}: {base_env.get(k)} vs {head_env.get(k)}" for k in MACHINE_KEYS
-            if base_env.get(k) != head_env.get(k)]
+def environment_lines(base_env: dict, head_env: dict, changes: list[Change]) -> list[str]:
+    """A warning when BASE and HEAD differ in what may move a timing (WARNED_KEYS, and the
+    thread count results were timed with), a note for NOTED_KEYS (the rnnbench version)."""
+    def differing(keys) -> list[str]:
+        return [f"{k} ({base_env.get(k)} vs {head_env.get(k)})" for k in keys
+                if base_env.get(k) != head_env.get(k)]
+
+    warned = differing(WARNED_KEYS)
+    threads = [c for c in changes if c.base and c.head and None not in (c.base.threads,
+               c.head.threads) and c.base.threads != c.head.threads]
+    if threads:
+        example = threads[0]
+        warned.append(f"the thread count of {len(threads)} result{'s' * (len(threads) != 1)} "
+                      f"(e.g. {' '.join(p for p in example.key if p)}: "
+                      f"{example.base.threads:g} vs {example.head.threads:g})")
+    lines = []
+    if warned:
+        lines.append("warning: BASE and HEAD differ in " + "; ".join(warned)
+                     + ": a change may come from that, not from the code")
+    noted = differing(NOTED_KEYS)
+    if noted:
+        lines.append("note: BASE and HEAD differ in " + "; ".join(noted))
+    return [textwrap.fill(line, WIDTH, subsequent_indent="  ") for line in lines]
 
 
 def _judge(key: tuple, base: Timing, head: Timing, gate: Gate, base_samples, head_samples,
-           relative: bool = False) -> Change:
+           relative: bool = False, *, busy: bool = False) -> Change:
     base_ok = base.status == "ok" and bool(base.median_s)
     head_ok = head.status == "ok" and head.median_s is not None
+    if head.status == "failed":
+        return Change(key, base, head, "failed")
     if not (base_ok and head_ok):
-        if base_ok:     # ran before, not now: broken (gating) or no longer possible here
-            verdict = "failed" if head.status == "failed" else "not comparable"
-        else:
-            verdict = "now timed" if head_ok else "not timed"
+        # Timed before, not now (unavailable or not supported here): nothing to judge.
+        verdict = "not comparable" if base_ok else "now timed" if head_ok else "not timed"
         return Change(key, base, head, verdict)
     if min(len(base_samples or ()), len(head_samples or ())) >= MIN_SAMPLES:
         change = statistics.median(head_samples) / statistics.median(base_samples) - 1
         p_value = rank_test(base_samples, head_samples, slower=change > 0)
-        real = p_value < gate.alpha
-        return Change(key, base, head, _verdict(change, real, gate.threshold), change,
-                      RANK_TEST_NATIVE if relative else RANK_TEST, p_value=p_value)
-    change = head.median_s / base.median_s - 1
-    noise = max(_finite(base.iqr_s), _finite(head.iqr_s)) / base.median_s
-    return Change(key, base, head, _verdict(change, abs(change) > noise, gate.threshold), change,
-                  IQR_RULE, noise=noise)
+        judged = Change(key, base, head, _verdict(change, p_value < gate.alpha, gate.threshold),
+                        change, RANK_TEST_NATIVE if relative else RANK_TEST, p_value=p_value)
+    else:
+        change = head.median_s / base.median_s - 1
+        noise = max(_finite(base.iqr_s), _finite(head.iqr_s)) / base.median_s
+        judged = Change(key, base, head, _verdict(change, abs(change) > noise, gate.threshold),
+                        change, IQR_RULE, noise=noise)
+    # The change is shown either way; the verdict says why it is no judgement.
+    if head.conforms is False:
+        return dataclasses.replace(judged, verdict="non-conforming")
+    if busy or bimodal(base) or bimodal(head):
+        return dataclasses.replace(judged, verdict=NOT_JUDGED)
+    return judged
 
 
 def rank_test(base: list[float], head: list[float], slower: bool) -> float:

@@ -1,7 +1,8 @@
 """The `rnnbench` command: a thin shell over the library.
 
 Each subcommand lives in `rnnbench.commands.<name>` with `add_arguments(parser)` and
-`run(args) -> int`. Exit codes: 0 ok, 1 checks failed or a regression, 2 usage or input error.
+`run(args) -> int`. Exit codes: 0 ok, 1 checks failed or a regression, 2 usage or input error,
+3 a comparison that could not judge (`compare` on a run timed on a busy machine).
 A wrong argument, whether argparse or the command finds it, is one line on stderr and exit 2.
 """
 from __future__ import annotations
@@ -46,7 +47,8 @@ examples:
                                                 the spec of one configuration
   rnnbench list checks                          what the conformance suite checks, per kind
 
-exit codes: 0 ok, 1 a check failed or a regression, 2 a usage or input error (one line).
+exit codes: 0 ok, 1 a check failed or a regression, 2 a usage or input error (one line),
+3 compare could not judge (a run timed on a busy machine).
 `rnnbench COMMAND --help` explains a command's options, each with an example.
 """
 

@@ -129,3 +129,38 @@ def test_every_job_uploads_its_json_and_the_last_merges_them(workflow):
     merge = next(s for s in report["steps"] if "nightly.sh merge" in s.get("run", ""))
     assert merge["run"].endswith(f"scripts/nightly.sh merge {download['with']['path'].rstrip('/')}"
                                  " site")
+
+
+STUBS = {   # the tools the bench step calls, as scripts that only do what the gate needs
+    "rnnbench": '#!/bin/bash\ncase $1 in\n'
+                '  bench) while [ $# -gt 0 ]; do\n'
+                '           [ "$1" = --json ] && echo "{}" > "$2"; shift\n'
+                '         done;;\n'
+                '  compare) echo "the comparison"; exit "$COMPARE_EXIT";;\nesac\n',
+    "asv": '#!/bin/bash\nexit 0\n',
+    "git": '#!/bin/bash\necho 0123456789abcdef\n',
+}
+
+
+@pytest.mark.parametrize("compare_exit, night, baseline_moves", [
+    (0, 0, True), (1, 1, False), (3, 0, False)])
+def test_the_bench_step_reads_the_gates_exit_code(tmp_path, compare_exit, night, baseline_moves):
+    checkout, tools = tmp_path / "checkout", tmp_path / "bin"
+    (checkout / "scripts").mkdir(parents=True)
+    shutil.copy(SCRIPT, checkout / "scripts")
+    (checkout / ".asv" / "html").mkdir(parents=True)
+    state = checkout / ".asv" / "nightly"
+    state.mkdir()
+    (state / "baseline-bench-cpu.json").write_text("last good night")
+    tools.mkdir()
+    for name, text in STUBS.items():
+        (tools / name).write_text(text)
+        (tools / name).chmod(0o755)
+    env = {**os.environ, "PATH": f"{tools}{os.pathsep}{os.environ['PATH']}",
+           "COMPARE_EXIT": str(compare_exit)}
+    done = subprocess.run(["bash", str(checkout / "scripts" / "nightly.sh"), "bench", "cpu"],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == night, done.stderr
+    assert ("inconclusive" in done.stderr) == (compare_exit == 3)
+    baseline = (state / "baseline-bench-cpu.json").read_text()
+    assert (baseline != "last good night") == baseline_moves

@@ -1,12 +1,18 @@
-"""How sure a timing is: ratio intervals and verdicts from raw samples, the noisy flag, and the
-machine check's signals read from fake /proc/stat texts (never by loading the machine)."""
+"""How sure a timing is: ratio intervals and verdicts from raw samples, the noisy and bimodal
+flags, no verdict from a busy machine, and the machine check's signals read from fake
+/proc/stat texts and results folders (never by loading the machine)."""
+import json
+import os
+
 import numpy as np
 import pytest
 
-from rnnbench.benchmarks.machine import (OTHERS_LIMIT, PEAK_SPREAD_LIMIT, STEAL_LIMIT, Usage,
-                                         busy_line, machine_check, measure_usage,
-                                         parse_cpu_times)
-from rnnbench.benchmarks.noise import is_noisy, ratio_interval, verdict
+from rnnbench.benchmarks.machine import (CONTENTION_HINT, OTHERS_LIMIT, PEAK_SPREAD_LIMIT,
+                                         STEAL_LIMIT, Usage, best_earlier_peak, busy_lines,
+                                         machine_check, measure_usage, parse_cpu_times)
+from rnnbench.benchmarks.result import BenchResult
+from rnnbench.benchmarks.statistics import (is_bimodal, is_noisy, ratio_interval, speedup,
+                                            verdict)
 
 
 def jittered(center, n=9, spread=0.01, seed=0):
@@ -98,8 +104,8 @@ def test_a_quiet_machine_is_not_busy():
     assert check == {"cores": 2, "load_avg": [0.1, 0.2, 0.3], "steal_fraction": 0.0,
                      "others_fraction": 0.05, "busy": False, "reasons": [],
                      "peak_gflops_samples": PEAK["samples"], "peak_gflops_median": 100.0,
-                     "peak_gflops_iqr": 2.0}
-    assert busy_line(check) is None
+                     "peak_gflops_iqr": 2.0, "best_peak_gflops": 100.0}
+    assert busy_lines(check, threads=2) == []
 
 
 @pytest.mark.parametrize("usage, peak, reason", [
@@ -111,4 +117,99 @@ def test_a_quiet_machine_is_not_busy():
 def test_each_signal_past_its_limit_makes_the_machine_busy_with_its_reason(usage, peak, reason):
     check = machine_check(peak, usage, cores=2)
     assert check["busy"] and check["reasons"] == [reason]
-    assert busy_line(check) == f"BUSY MACHINE, timings less reliable: {reason}"
+    assert busy_lines(check, threads=1) == [f"BUSY MACHINE, speed-ups not judged: {reason}"]
+
+
+def test_a_peak_below_half_of_the_best_seen_here_makes_the_machine_busy():
+    best = {"gflops": 250.0, "file": "out/bench.json"}
+    check = machine_check(PEAK, Usage(0.0, 0.0), cores=2, best_peak=best)
+    assert check["busy"] and check["reasons"] == [
+        "GEMM peak 100 GFLOP/s, below 50% of the 250 an earlier run measured here "
+        "(out/bench.json)"]
+    assert check["best_peak_gflops"] == 250.0      # carried forward to the next run
+    fine = machine_check(PEAK, Usage(0.0, 0.0), cores=2, best_peak={**best, "gflops": 190.0})
+    assert not fine["busy"] and fine["best_peak_gflops"] == 190.0
+
+
+def test_under_contention_several_threads_are_told_to_use_one():
+    check = machine_check(PEAK, Usage(0.9, 0.0), cores=2)
+    lines = busy_lines(check, threads=2)
+    assert lines[0] == "BUSY MACHINE, speed-ups not judged: other processes used 90% of 2 cores"
+    assert " ".join(" ".join(lines[1:]).split()) == CONTENTION_HINT
+    assert "--threads 1" in CONTENTION_HINT
+    assert all(len(line) <= 100 for line in lines)
+    assert busy_lines(check, threads=1) == lines[:1]
+
+
+def bench_doc(cpu="CPU A", threads=2, median=100.0, best=None, device="cpu"):
+    return {"schema": "rnnbench.bench/2", "device": device, "threads": threads,
+            "environment": {"cpu": cpu, "gpu": None},
+            "machine_check": {"peak_gflops_median": median, "best_peak_gflops": best},
+            "results": []}
+
+
+def test_the_best_earlier_peak_is_of_the_same_processor_and_threads_in_the_folder(tmp_path):
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "bench.json").write_text(json.dumps(bench_doc(median=120.0)))
+    (tmp_path / "runs" / "old.json").write_text(json.dumps(bench_doc(median=90.0, best=150.0)))
+    (tmp_path / "other-cpu.json").write_text(json.dumps(bench_doc(cpu="CPU B", median=900.0)))
+    (tmp_path / "one-thread.json").write_text(json.dumps(bench_doc(threads=1, median=800.0)))
+    (tmp_path / "cuda.json").write_text(json.dumps(bench_doc(device="cuda", median=700.0)))
+    (tmp_path / "broken.json").write_text("{not json")
+    (tmp_path / "conformance.json").write_text(json.dumps({"schema": "rnnbench.conformance/1"}))
+    os.mkfifo(tmp_path / "fifo.json")         # never opened: it would block
+    best = best_earlier_peak(tmp_path, {"cpu": "CPU A"}, "cpu", 2)
+    assert best == {"gflops": 150.0, "file": str(tmp_path / "runs" / "old.json")}
+    assert best_earlier_peak(tmp_path, {"cpu": "CPU C"}, "cpu", 2) is None
+    assert best_earlier_peak(tmp_path / "nowhere", {"cpu": "CPU A"}, "cpu", 2) is None
+
+
+# --- bimodal samples and the verdict that is no verdict -----------------------------------
+
+def test_two_clusters_are_bimodal_and_noise_or_a_few_outliers_are_not():
+    fast, slow = jittered(1e-3, n=12, spread=0.02), jittered(3e-3, n=6, spread=0.02, seed=1)
+    assert is_bimodal(fast + slow) and is_bimodal(slow + fast)
+    assert not is_bimodal(jittered(1e-3, n=30, spread=0.05))
+    assert not is_bimodal(fast + slow[:2])        # 2 of 14 slow: outliers, not a second mode
+    assert not is_bimodal([1e-3, 3e-3]) and not is_bimodal([])
+
+
+def result(impl, samples, **extra):
+    return BenchResult(impl=impl, workload="w", metric="forward", status="ok",
+                       median_s=float(np.median(samples)) if samples else 1e-3,
+                       samples_s=list(samples), **{"conforms": True, **extra})
+
+
+def test_on_a_busy_machine_a_clear_speed_up_is_not_judged_but_keeps_its_numbers():
+    pair = (result("native", jittered(2e-3)), result("fast", jittered(1e-3, seed=1)))
+    quiet, busy = speedup([pair]), speedup([pair], busy=True)
+    assert quiet.verdict == "faster" and busy.verdict == "not_judged" and busy.not_judged
+    assert (busy.value, busy.ci) == (quiet.value, quiet.ci)
+
+
+def test_bimodal_samples_on_either_side_are_not_judged():
+    steady = jittered(1e-3, n=15)
+    stalled = jittered(1e-3, n=10, seed=2) + jittered(5e-3, n=5, seed=3)
+    for base, candidate in ((steady, stalled), (stalled, steady)):
+        ratio = speedup([(result("native", base), result("x", candidate))])
+        assert ratio.verdict == "not_judged"
+
+
+def test_the_headline_is_the_geometric_mean_with_the_bootstrap_of_all_samples():
+    pairs = [(result("native", jittered(2e-3)), result("x", jittered(1e-3, seed=1))),
+             (result("native", jittered(1e-3, seed=2)), result("x", jittered(2e-3, seed=3)))]
+    ratio = speedup(pairs)
+    assert ratio.value == pytest.approx(1.0, abs=0.02)      # twice and half
+    assert ratio.ci == ratio_interval([(b.samples_s, r.samples_s) for b, r in pairs])
+    assert ratio.ci[0] < 1.0 < ratio.ci[1] and ratio.verdict == "within_noise"
+
+
+def test_without_samples_one_result_keeps_its_stated_interval_and_several_have_none():
+    bare = (result("native", [], vs_native_ci=None), result("x", [], vs_native_ci=(1.2, 1.4)))
+    assert speedup([bare]).ci == (1.2, 1.4) and speedup([bare]).verdict == "faster"
+    assert speedup([bare, bare]).ci is None and speedup([bare, bare]).verdict is None
+
+
+def test_a_pair_without_a_speed_up_gives_none():
+    wrong = result("x", jittered(1e-3), conforms=False)
+    assert speedup([(result("native", jittered(1e-3)), wrong)]) is None and speedup([]) is None

@@ -8,18 +8,22 @@ interval, GFLOP/s, % of the measured GEMM peak, first call) and writes the rnnbe
 document with --json (after every workload, so an interrupted run keeps what it finished). A
 ratio whose interval contains 1.0 reads "≈ native (within noise)"; a result that failed the
 forward pre-check reads "non-conforming" and is no speed-up; a busy machine is said on the first
-line. Exit 0 when nothing failed, 1 when any implementation failed on any workload, 2 for a
-usage error (a --json that cannot be written, or nothing to measure, among them).
+line, and then no speed-up is judged ("not judged: busy machine"), nor one whose samples, or
+native's, are bimodal. Exit 0 when nothing failed, 1 when any implementation failed on any
+workload, 2 for a usage error (a --json that cannot be written, or nothing to measure, among
+them).
 """
 from __future__ import annotations
 
 import sys
 import textwrap
+from pathlib import Path
 
 from tabulate import tabulate
 
-from rnnbench.benchmarks.machine import busy_line
+from rnnbench.benchmarks.machine import busy_lines
 from rnnbench.benchmarks.result import BenchResult
+from rnnbench.benchmarks.statistics import NOT_JUDGED_TEXT, Ratio
 from rnnbench.benchmarks.workloads import load_workloads, preset_names
 from rnnbench.errors import UsageError
 from rnnbench.progress import StepCounter
@@ -99,7 +103,8 @@ def run(args) -> int:
     progress = StepCounter(sys.stderr, log_prefix="bench")
     preset = None if args.workload else args.preset or DEFAULT_PRESET
     doc = run_benchmarks(impls, workloads, args.device, threads=args.threads, budget_s=args.budget,
-                         progress=progress, checkpoint=checkpoint, preset=preset)
+                         progress=progress, checkpoint=checkpoint, preset=preset,
+                         history=Path(args.json).parent if args.json else None)
     progress.close()
     checkpoint(doc)
     print(render(doc))
@@ -109,7 +114,9 @@ def run(args) -> int:
     flags = {"non-conforming": sum(r.conforms is False for r in results),
              "noisy": sum(bool(r.noisy) for r in results),
              "within noise": sum(r.vs_native_verdict == "within_noise"
-                                 for r in results if r.impl != BASELINE)}
+                                 for r in results if r.impl != BASELINE),
+             "not judged": sum(r.vs_native_verdict == "not_judged"
+                               for r in results if r.impl != BASELINE)}
     summary += "".join(f", {n} {flag}" for flag, n in flags.items() if n)
     print(f"\n{summary}" + (f"; results written to {args.json}" if args.json else ""))
     return 1 if counts["failed"] else 0
@@ -136,8 +143,7 @@ def render(doc: dict) -> str:
     timed and why (one line per implementation and reason)."""
     env = doc["environment"]
     peak, check = doc["peak_gflops"], doc.get("machine_check") or {}
-    busy = busy_line(check)
-    lines = [busy] if busy else []
+    lines = busy_lines(check, doc["threads"])
     lines.append(f"torch {env['torch']} on {env['gpu'] or env['cpu']} ({env['cores']} cores); "
                  f"device {doc['device']}, {doc['threads']} thread{'s' * (doc['threads'] != 1)}")
     lines += [_peak_line(peak, check), ""]
@@ -184,21 +190,28 @@ def _grouped(results: list[BenchResult]) -> dict[tuple[str, str], list[BenchResu
 
 def vs_native_cell(result: BenchResult) -> str:
     """The ratio to the baseline as the table shows it: never a speed-up for a result that does
-    not conform, or whose interval contains 1.0."""
+    not conform, whose interval contains 1.0 or that is not judged."""
     if result.status != "ok":
         return "-"
     if result.conforms is False:
         return "non-conforming"
     if result.impl == BASELINE:
         return "baseline"
-    ratio, interval = result.vs_native, result.vs_native_ci
-    if ratio is None:
+    if result.vs_native is None:
         return "-"
-    if result.vs_native_verdict == "within_noise":
+    return ratio_cell(Ratio(result.vs_native, result.vs_native_ci, result.vs_native_verdict))
+
+
+def ratio_cell(ratio: Ratio) -> str:
+    """A speed-up as `bench`'s and `run`'s tables show it: '1.30x (1.20-1.40)', or what stands
+    in for it when it is no claim (within noise, not judged, no interval)."""
+    if ratio.not_judged:
+        return NOT_JUDGED_TEXT
+    if ratio.within_noise:
         return WITHIN_NOISE
-    if interval:
-        return f"{ratio:.2f}x ({interval[0]:.2f}-{interval[1]:.2f})"
-    return f"{ratio:.2f}x (no interval)"
+    if ratio.ci:
+        return f"{ratio.value:.2f}x ({ratio.ci[0]:.2f}-{ratio.ci[1]:.2f})"
+    return f"{ratio.value:.2f}x (no interval)"
 
 
 def _median(result: BenchResult) -> str:
@@ -226,6 +239,10 @@ def _notes(result: BenchResult) -> list[str]:
     if result.status != "ok":
         return [f"{impl}: {result.status}: {result.reason}"]
     notes = []
+    if result.bimodal and result.samples_s:
+        fast, slow = min(result.samples_s), max(result.samples_s)
+        notes.append(f"{impl}: bimodal samples ({_seconds(fast)} to {_seconds(slow)}): some "
+                     "calls ran at another speed, its speed-up is not judged")
     if result.conforms is False:
         notes.append(f"{impl}: non-conforming: {result.conformance_note}")
     elif result.conforms is None and result.conformance_note:

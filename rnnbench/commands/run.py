@@ -22,7 +22,6 @@ for it to finish before it measures the machine and times anything.
 from __future__ import annotations
 
 import dataclasses
-import math
 import sys
 import textwrap
 import threading
@@ -271,7 +270,8 @@ def _bench_stage(impls: list, device: str, out: Path, progress: StageProgress,
 
     doc = run_benchmarks(impls, workloads, device=device, preset=PRESET,
                          progress=progress.counter("bench"),
-                         checkpoint=lambda partial: write_json(path, partial), wait=waiting)
+                         checkpoint=lambda partial: write_json(path, partial), wait=waiting,
+                         history=out)
     write_json(path, doc)
     progress.done("bench")
     progress.print(f"benchmarks{where} done ({time.perf_counter() - started:.1f} s)")
@@ -282,15 +282,15 @@ def summary(results, skipped: dict[str, str], written: dict, benches: list[dict]
             seconds: float, gpu_line: str) -> str:
     """The closing screen: a busy machine's warning, conformance verdicts per implementation
     and device, what happened to the GPU rows, speed-ups over native per device (within noise,
-    noisy and non-conforming said as such), where the report is. `benches`: the bench
-    documents, one per device."""
-    from rnnbench.benchmarks.machine import busy_line
+    noisy and non-conforming said as such; none judged from a busy machine), where the report
+    is. `benches`: the bench documents, one per device."""
+    from rnnbench.benchmarks.machine import busy_lines
     from rnnbench.reports import analysis
     from rnnbench.suites.results import judge, summary_phrase
 
-    busy = [line for line in dict.fromkeys(busy_line(b.get("machine_check")) for b in benches)
-            if line]
-    lines = ["", *busy, f"rnnbench run: done in {seconds:.0f} s"]
+    busy = [line for bench in benches
+            for line in busy_lines(bench.get("machine_check") or {}, bench.get("threads"))]
+    lines = ["", *dict.fromkeys(busy), f"rnnbench run: done in {seconds:.0f} s"]
     counts = analysis.outcome_counts(results.checks, lambda c: (c.impl, c.device or HOST))
     rows = []
     for source in (s for s in results.sources if s.format == "conformance"):
@@ -308,7 +308,8 @@ def summary(results, skipped: dict[str, str], written: dict, benches: list[dict]
     lines += [textwrap.fill(text, WIDTH, subsequent_indent="  ") for text
               in [*(f"{name}: {reason}" for name, reason in skipped.items()), gpu_line]]
     for bench in benches:
-        lines += ["", speedup_table(bench.get("results", []), bench.get("device", HOST))]
+        busy = (bench.get("machine_check") or {}).get("busy") is True
+        lines += ["", speedup_table(bench.get("results", []), bench.get("device", HOST), busy)]
     failed = [t for t in results.timings if t.status == "failed"]
     for t in failed[:5]:
         lines.append(f"benchmark failed: {shown(t.impl, t.device)} {t.workload} {t.metric}: "
@@ -319,46 +320,36 @@ def summary(results, skipped: dict[str, str], written: dict, benches: list[dict]
     return "\n".join(lines)
 
 
-def speedup_table(results: list[dict], device: str = HOST) -> str:
+def speedup_table(results: list[dict], device: str = HOST, busy: bool = False) -> str:
     """Per implementation and metric: the geometric mean over workloads of native's median /
-    its median, with the 95% interval of that mean from the raw samples. Results that do not
-    conform, or whose baseline does not, are not counted; a mean whose interval contains 1.0
-    reads "≈ native (within noise)". `results`: the bench document's, timed on `device`
-    (named in the heading unless it is the CPU)."""
-    from rnnbench.benchmarks.noise import ratio_interval, verdict
-    from rnnbench.commands.bench import WITHIN_NOISE
+    its median, with the 95% interval of that mean from the raw samples
+    (`rnnbench.benchmarks.statistics.speedup`, as the report's). Results that do not conform,
+    or whose baseline does not, are not counted; a mean whose interval contains 1.0 reads
+    "≈ native (within noise)", and none is judged when the machine was `busy`. `results`: the
+    bench document's, timed on `device` (named in the heading unless it is the CPU)."""
+    from rnnbench.benchmarks.statistics import speedup
+    from rnnbench.commands.bench import ratio_cell
 
     results = [BenchResult.from_json(r) for r in results]
     baseline = {(r.workload, r.metric): r for r in results
                 if r.impl == BASELINE and r.status == "ok"}
-    groups: dict[tuple[str, str], list[tuple[float, BenchResult, BenchResult]]] = {}
+    groups: dict[tuple[str, str], list[tuple[BenchResult, BenchResult]]] = {}
     excluded: dict[tuple[str, str], int] = {}
     for r in results:
         base = baseline.get((r.workload, r.metric))
         if r.impl == BASELINE or r.status != "ok" or base is None:
             continue
         key = (r.impl, r.metric)
-        ratio = vs_native(r, base)
         if r.conforms is False or base.conforms is False:
             excluded[key] = excluded.get(key, 0) + 1
-        elif ratio is not None:
-            groups.setdefault(key, []).append((ratio, base, r))
+        elif vs_native(r, base) is not None:
+            groups.setdefault(key, []).append((base, r))
     rows = []
     for key in dict.fromkeys([*groups, *excluded]):
         found = groups.get(key, [])
-        ratios = [ratio for ratio, _, _ in found]
-        mean = math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else None
-        samples = [(base.samples_s, r.samples_s) for _, base, r in found]
-        interval = ratio_interval(samples) if all(a and b for a, b in samples) else None
-        if mean is None:
-            cell = "-"
-        elif verdict(interval) == "within_noise":
-            cell = WITHIN_NOISE
-        else:
-            cell = f"{mean:.2f}x " + (f"({interval[0]:.2f}-{interval[1]:.2f})" if interval
-                                      else "(no interval)")
-        rows.append([*key, cell, len(found), sum(bool(r.noisy) for _, _, r in found) or "",
-                     excluded.get(key, "")])
+        ratio = speedup(found, busy=busy)
+        rows.append([*key, "-" if ratio is None else ratio_cell(ratio), len(found),
+                     sum(bool(r.noisy) for _, r in found) or "", excluded.get(key, "")])
     headers = ["implementation", "metric", f"vs {BASELINE}", "workloads", "noisy",
                "non-conforming"]
     where = "" if device == HOST else f" on {device}"

@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 import re
 import statistics
+import textwrap
 from dataclasses import dataclass
 
 from tabulate import tabulate
@@ -46,6 +47,7 @@ VERDICTS = ("regression", "failed", "missing", "improvement", "below threshold",
             "now timed", "not comparable", "not timed", "new", "duplicate")
 # Environment keys whose difference makes a comparison suspect; printed as a note.
 MACHINE_KEYS = ("hostname", "cpu", "gpu", "torch", "cuda", "threads")
+WIDTH = 100     # columns of the printed comparison
 RANK_TEST_NATIVE, RANK_TEST, IQR_RULE = "rank test against native", "rank test", "IQR rule"
 RULES = (RANK_TEST_NATIVE, RANK_TEST, IQR_RULE)
 
@@ -159,19 +161,24 @@ def format_changes(changes: list[Change], gate: Gate = Gate()) -> str:
     summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
     rules = {rule: sum(c.rule == rule for c in changes) for rule in RULES}
     if rules[RANK_TEST_NATIVE]:
-        lines.append(f"{rules[RANK_TEST_NATIVE]} judged by the rank test against native: the "
-                     "samples as ratios to their run's native median, one-sided Mann-Whitney U, "
-                     f"p < {gate.alpha:g}")
+        lines += _wrapped(f"{rules[RANK_TEST_NATIVE]} judged by the rank test against native: "
+                          "the samples as ratios to their run's native median, one-sided "
+                          f"Mann-Whitney U, p < {gate.alpha:g}")
     if rules[RANK_TEST]:
-        lines.append(f"{rules[RANK_TEST]} judged by the rank test: one-sided Mann-Whitney U on "
-                     f"the raw samples, p < {gate.alpha:g}")
+        lines += _wrapped(f"{rules[RANK_TEST]} judged by the rank test: one-sided Mann-Whitney "
+                          f"U on the raw samples, p < {gate.alpha:g}")
     if rules[IQR_RULE]:
-        lines.append(f"{rules[IQR_RULE]} judged by the IQR rule (no raw samples, e.g. bench/1): "
-                     "changes inside the IQR are noise")
+        lines += _wrapped(f"{rules[IQR_RULE]} judged by the IQR rule (no raw samples, e.g. "
+                          "bench/1): changes inside the IQR are noise")
     failing = ", ".join(f"{counts[v]} {v}" for v in gate.gating() if counts[v])
     verdict = (f"FAIL: {failing} (threshold {gate.threshold:.1%})" if failing else
                f"OK: no regression past {gate.threshold:.1%} outside the noise")
     return "\n".join([*lines, summary or "nothing to compare", verdict])
+
+
+def _wrapped(text: str) -> list[str]:
+    """A sentence of the output in lines of at most WIDTH columns."""
+    return textwrap.wrap(text, WIDTH, subsequent_indent="  ", break_on_hyphens=False)
 
 
 def machine_differences(base_env: dict, head_env: dict) -> list[str]:

@@ -8,14 +8,32 @@ otherwise; 2 for a bad input or option. The rules are in `rnnbench.reports.regre
 """
 from __future__ import annotations
 
+import dataclasses
+import json
+
 from rnnbench.errors import UsageError
 from rnnbench.reports.regression import (DEFAULT_ALPHA, DEFAULT_THRESHOLD, Gate, compare_runs,
                                       format_changes, gating, machine_differences,
                                       parse_threshold, samples_of)
 from rnnbench.reports.load import load_file
 
+EXAMPLES = """\
+examples:
+  rnnbench compare base/bench.json out/bench.json                 the gate at 5%
+  rnnbench compare base.json head.json --threshold 10% --allow-missing
+  rnnbench compare base.json head.json --json > comparison.json  the same as data
+
+exit codes: 0 no regression, 1 a regression (or a result that broke or went missing), 2 a bad
+file or option (one line)
+"""
+
+SCHEMA = "rnnbench.compare/1"
+# The fields of a result's key (Timing.key()), as the JSON names them.
+KEY_FIELDS = ("impl", "kind", "workload", "device", "dtype", "metric")
+
 
 def add_arguments(parser) -> None:
+    parser.epilog = EXAMPLES
     parser.add_argument("base", metavar="BASE.json",
                         help="the earlier run (bench or pytest-benchmark JSON)")
     parser.add_argument("head", metavar="HEAD.json", help="the run to judge")
@@ -26,6 +44,8 @@ def add_arguments(parser) -> None:
                         help="significance level of the rank test (default %(default)s)")
     parser.add_argument("--allow-missing", action="store_true",
                         help="results in BASE that HEAD lacks do not fail the comparison")
+    parser.add_argument("--json", action="store_true",
+                        help="print the comparison as JSON (rnnbench.compare/1) instead of tables")
 
 
 def run(args) -> int:
@@ -38,10 +58,32 @@ def run(args) -> int:
         if not results.timings:
             raise UsageError(f"{path}: no benchmark results to compare")
     changes = compare_runs(base.timings, head.timings, gate, samples_of(base), samples_of(head))
-    print(format_changes(changes, gate))
-    for item in base.unplaced + head.unplaced:     # never drop a result silently
-        print(f"not compared: {item.source.path} {item.where}: {item.reason}")
+    # never drop a result silently
+    not_compared = [f"{item.source.path} {item.where}: {item.reason}"
+                    for item in base.unplaced + head.unplaced]
     differences = machine_differences(base.sources[0].environment, head.sources[0].environment)
+    failing = gating(changes, gate)
+    if args.json:
+        print(json.dumps(as_json(changes, gate, failing, not_compared, differences), indent=1))
+        return 1 if failing else 0
+    print(format_changes(changes, gate))
+    for item in not_compared:
+        print(f"not compared: {item}")
     if differences:
         print("note: BASE and HEAD ran in different environments (" + "; ".join(differences) + ")")
-    return 1 if gating(changes, gate) else 0
+    return 1 if failing else 0
+
+
+def as_json(changes: list, gate: Gate, failing: list, not_compared: list[str],
+            differences: list[str]) -> dict:
+    """The comparison as data: the gate, one entry per result (its key's fields, each
+    Change field but the two timings, and the two medians), and what was not compared."""
+    entries = [{**dict(zip(KEY_FIELDS, change.key)),
+                **{f.name: getattr(change, f.name) for f in dataclasses.fields(change)
+                   if f.name not in ("key", "base", "head")},
+                "base_median_s": change.base.median_s if change.base else None,
+                "head_median_s": change.head.median_s if change.head else None}
+               for change in changes]
+    return {"schema": SCHEMA, "gate": dataclasses.asdict(gate), "passed": not failing,
+            "changes": entries, "not_compared": not_compared,
+            "environment_differences": differences}

@@ -143,7 +143,8 @@ def _load_conformance(path: Path, data: dict) -> Results:
         if value is not None and not isinstance(value, dict):
             unplaced.append((name, f"{name!r} is not an object", _brief(value)))
         declared[name] = {str(k): str(v) for k, v in _dict_or_empty(value).items()}
-    source = Source(str(path), "conformance", _hostname(environment), environment, target=impl,
+    source = Source(str(path), "conformance", _hostname(environment), environment,
+                    time=_time_of(path, environment.get("date")), target=impl,
                     interrupted=data.get("interrupted") is True, error=str(data.get("error") or ""),
                     quick=data.get("quick") is True, settings=settings, **declared)
     results = Results(sources=[source],
@@ -172,7 +173,7 @@ def _load_bench(path: Path, data: dict) -> Results:
     # The document lists its workloads (name, config, batch, steps): sizes for scaling curves.
     workloads = {w.get("name"): w for w in data.get("workloads") or [] if isinstance(w, dict)}
     source = Source(str(path), "bench", _hostname(environment), environment,
-                    settings=_bench_settings(data),
+                    time=_time_of(path, environment.get("date")), settings=_bench_settings(data),
                     machine_check=_dict_or_empty(data.get("machine_check")))
     results = Results(sources=[source])
     for i, item in enumerate(_list_field(data, "results")):
@@ -228,7 +229,7 @@ def _load_pytest_benchmark(path: Path, data: dict) -> Results:
     environment = {k: v for k, v in environment.items() if v is not None}
     source = Source(str(path), "pytest-benchmark",
                     str(machine_info.get("node") or environment.get("hostname") or "unknown"),
-                    environment)
+                    environment, time=_time_of(path, data.get("datetime")))
     results = Results(sources=[source])
     for i, bench in enumerate(benchmarks):
         where = str(bench.get("fullname") or bench.get("name") or f"benchmarks[{i}]") \
@@ -263,10 +264,12 @@ def _load_asv(path: Path, data: dict) -> Results:
                     f"this reads version {ASV_RESULTS_VERSION} (asv 0.6)")
     params = _dict_field(data, "params")
     environment = {**params, "commit": data.get("commit_hash"), "asv_env": data.get("env_name")}
-    if _is_number(data.get("date")):
-        environment["date"] = datetime.datetime.fromtimestamp(
-            data["date"] / 1000, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    source = Source(str(path), "asv", str(params.get("machine") or "unknown"), environment)
+    when = (datetime.datetime.fromtimestamp(data["date"] / 1000, datetime.timezone.utc)
+            if _is_number(data.get("date")) else None)
+    if when:
+        environment["date"] = when.isoformat(timespec="seconds")
+    source = Source(str(path), "asv", str(params.get("machine") or "unknown"), environment,
+                    time=when or _time_of(path, None))
     columns = data["result_columns"]
     rows = data.get("results")
     if not isinstance(columns, list) or not isinstance(rows, dict):
@@ -366,6 +369,23 @@ def _asv_param(text):
 
 def _hostname(environment: dict) -> str:
     return str(environment.get("hostname") or environment.get("node") or "unknown")
+
+
+def _time_of(path: Path, recorded) -> datetime.datetime | None:
+    """When a file's results were measured, in UTC: the ISO time it records (a time without a
+    zone is UTC), else its modification time (when the run wrote it)."""
+    if isinstance(recorded, str):
+        try:
+            when = datetime.datetime.fromisoformat(recorded.replace("Z", "+00:00"))
+        except ValueError:
+            when = None
+        if when is not None:
+            return when.replace(tzinfo=when.tzinfo or datetime.timezone.utc).astimezone(
+                datetime.timezone.utc)
+    try:
+        return datetime.datetime.fromtimestamp(path.stat().st_mtime, datetime.timezone.utc)
+    except OSError:
+        return None
 
 
 def _required_str(item, name: str) -> str:

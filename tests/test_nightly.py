@@ -52,7 +52,8 @@ def test_merge_makes_one_report_from_two_machines(tmp_path):
     done = nightly("merge", results, tmp_path / "site")
     assert done.returncode == 0, done.stderr
     page = (tmp_path / "site" / "report" / "index.html").read_text()
-    for run in ("cpu-box @ 22222222", "gpu-box @ 22222222"):
+    for run in ("cpu-box 2026-01-02 10:30 (bench-cpu.json)",
+                "gpu-box 2026-01-02 11:00 (bench-cuda.json)"):
         assert f"Who conforms, who is fastest: {run}" in page
     files = set(re.findall(r"<td>([^<]*results-[^<]*\.json)</td>", page))
     assert len(files) == 5                      # every artifact's JSON
@@ -67,7 +68,7 @@ def test_merge_lists_a_broken_artifact_and_still_publishes_the_rest(tmp_path):
     done = nightly("merge", results, tmp_path / "site")
     assert done.returncode == 0, done.stderr
     page = (tmp_path / "site" / "report" / "index.html").read_text()
-    assert "Who conforms, who is fastest: gpu-box @ 22222222" in page
+    assert "Who conforms, who is fastest: gpu-box 2026-01-02 11:00 (bench-cuda.json)" in page
     unplaced = page.split("<h2>Unplaced results</h2>", 1)[1]
     assert "bench-cpu.json" in unplaced and "not valid JSON" in unplaced
 

@@ -179,3 +179,18 @@ def test_compare_json_says_what_the_tables_say(capsys):
     for change in data["changes"]:
         row = verdicts[(change["workload"], change["impl"], change["metric"])]
         assert row.endswith(change["verdict"])
+
+
+def test_the_report_counts_in_the_right_number(tmp_path, capsys):
+    from tests.test_reports import (bench_doc, bench_result, check_result, conformance_doc,
+                                    environment, write)
+
+    env = environment("box")
+    paths = [write(tmp_path / "c.json", conformance_doc(
+                 "native", [check_result("forward/one-layer", "rnn", "passed")], env)),
+             write(tmp_path / "b.json", bench_doc([bench_result("native", "w", 1e-3)], env))]
+    code, out = output_of(capsys, "report", *map(str, paths), "--out", str(tmp_path / "out"))
+    page = (tmp_path / "out" / "report.md").read_text()
+    assert code == 0 and "from 1 check, 1 timing" in out
+    assert "conforms (1 check)" in page and "1 timing, bench" in page
+    assert "1 checks" not in page and "1 timings" not in page and "(s)" not in page

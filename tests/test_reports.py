@@ -131,7 +131,8 @@ def pytest_benchmark_doc():
 
 def inputs(root):
     """Every supported format, two machines with the same workload on CPU and GPU, bad items."""
-    cpu, gpu = environment("cpu-box"), environment("gpu-box", gpu="Test GPU", cuda="12.8")
+    cpu = environment("cpu-box", date="2026-01-01T10:00:00+00:00")
+    gpu = environment("gpu-box", date="2026-01-01T11:00:00+00:00", gpu="Test GPU", cuda="12.8")
     native_checks = [check_result("forward/one-layer", "rnn", "passed"),
                      check_result("shapes/unbatched", "rnn", "passed", category="shapes"),
                      check_result("init/uniform", "rnn", "passed", category="init"),
@@ -205,11 +206,13 @@ def test_every_implementation_workload_and_kind_is_in_both_files(report, name):
 def test_numbers_are_in_the_workload_table(report):
     rows = html_table(report["html"], "Workload tiny-rnn")
     # columns: implementation, run, from, device, dtype, metric, median, IQR, vs native, ...
-    native = row_of(rows, "native", "cpu-box", "cpu")
+    cpu, gpu = ("cpu-box 2026-01-01 10:00 (bench-cpu.json)",
+                "gpu-box 2026-01-01 11:00 (bench-gpu.json)")
+    native = row_of(rows, "native", cpu, "cpu")
     assert native[6:13] == ["2 ms", "40 µs", "baseline", "12.5", "12.5%", "1.5 s", "3 MiB"]
-    assert row_of(rows, "eager", "cpu-box")[8] == "0.50x"
-    assert row_of(rows, EVIL, "cpu-box")[8] == "2.00x"
-    assert row_of(rows, "eager", "gpu-box", "cuda")[8] == "0.25x"
+    assert row_of(rows, "eager", cpu)[8] == "0.50x"
+    assert row_of(rows, EVIL, cpu)[8] == "2.00x"
+    assert row_of(rows, "eager", gpu, "cuda")[8] == "0.25x"
     assert row_of(rows, "broken")[-1] == f"failed: RuntimeError: {EVIL}"
 
 

@@ -443,7 +443,7 @@ def _timing_row(t: Timing, speedups: dict, varying: dict[str, bool],
         vs = "not counted: does not conform"
     else:
         vs = ratio_text(analysis.ratio_of(speedups, t))
-    status = t.status if not t.reason else f"{t.status}: {t.reason}"
+    status = t.status.replace("_", " ") + (f": {t.reason}" if t.reason else "")
     optional = {"run": named.of(t.source), "from": t.source.format}
     return ([t.impl] + [optional[name] for name, shown in varying.items() if shown]
             + [t.device, t.dtype, t.metric, seconds(t.median_s), seconds(t.iqr_s),

@@ -15,20 +15,25 @@ from __future__ import annotations
 
 import ast
 import datetime
+import functools
 import hashlib
 import itertools
 import json
 import math
 import os
+import re
 from pathlib import Path
 
 from rnnbench.benchmarks.result import MEASURED, InvalidResult
 from rnnbench.errors import UsageError
 from rnnbench.reports.records import SIZE_FIELDS, Check, Duplicate, Results, Source, Timing, Unplaced
-from rnnbench.documents import (BENCH_SCHEMA, BENCH_SCHEMAS, CONFORMANCE_SCHEMA, OUTCOMES,
-                              read_json)
+from rnnbench.documents import (BENCH_SCHEMA, BENCH_SCHEMAS, CONFORMANCE_SCHEMA, NOT_SELECTED,
+                                OUTCOMES, read_json)
 
 ASV_RESULTS_VERSION = 2          # asv 0.6's results file format
+ASV_PRESET = "quick"             # the workloads of rnnbench's asv suite (benchmarks/asv_rnn.py)
+# The asv version of rnnbench's benchmarks: "rnnbench <version>; suite <hash>".
+_ASV_SUITE_VERSION = re.compile(r"rnnbench (\S+);")
 ASV_METADATA_FILES = ("machine.json", "benchmarks.json")
 # asv benchmark type -> the Timing number its value is (track_ benchmarks: see _ASV_TRACKED).
 _ASV_TYPE_PREFIXES = {"time": "median_s", "peakmem": "peak_mem_bytes", "track": None}
@@ -264,6 +269,9 @@ def _load_asv(path: Path, data: dict) -> Results:
                     f"this reads version {ASV_RESULTS_VERSION} (asv 0.6)")
     params = _dict_field(data, "params")
     environment = {**params, "commit": data.get("commit_hash"), "asv_env": data.get("env_name")}
+    version = _asv_rnnbench_version(data)
+    if version:
+        environment["rnnbench"] = version
     when = (datetime.datetime.fromtimestamp(data["date"] / 1000, datetime.timezone.utc)
             if _is_number(data.get("date")) else None)
     if when:
@@ -339,12 +347,64 @@ def _asv_rows(name: str, row: dict, description: dict | None, class_metric: str 
         if value is None:
             yield labels, {"status": "failed", "reason": "asv recorded no result (it failed)"}
         elif isinstance(value, float) and math.isnan(value):
-            yield labels, {"status": "unavailable", "reason": "skipped in asv (NaN result)"}
+            yield labels, _asv_not_run(labels)
         else:
             numbers = {"status": "ok", field: value}
             if field == "median_s" and _is_number(q25) and _is_number(q75):
                 numbers["iqr_s"] = q75 - q25
             yield labels, numbers
+
+
+def _asv_not_run(labels: dict) -> dict:
+    """Why a combination has no value (NaN) in asv's results. asv writes NaN alike for one the
+    suite skipped (setup raised SkipNotImplemented) and for one its run did not select (`asv
+    run --bench REGEX`). rnnbench's declarations tell them apart: a kind or feature the
+    implementation does not support is skipped on every machine; anything else was not
+    selected, unless the implementation was unavailable on that machine (asv cannot say)."""
+    reason = _declared_unsupported(labels["impl"], labels["workload"],
+                                   labels.get("device") or "cpu", labels["metric"])
+    if reason:
+        return {"status": "not_supported", "reason": reason}
+    return {"status": NOT_SELECTED, "reason": "asv ran without it (asv run --bench ...), or "
+                                              "found the implementation unavailable there"}
+
+
+def _declared_unsupported(impl_name: str, workload_name: str, device: str,
+                          metric: str) -> str | None:
+    """What the registered implementation declares it cannot run of this asv combination, or
+    None (also for an implementation or workload rnnbench does not know here)."""
+    from rnnbench.benchmarks.harness import missing_features
+
+    impl, workload = _asv_grid()[0].get(impl_name), _asv_grid()[1].get(workload_name)
+    if impl is None or workload is None:
+        return None
+    if workload.kind not in impl.kinds:
+        return f"{impl.name} provides no {workload.kind!r}"
+    missing = missing_features(impl, workload, device, metric)
+    return f"{impl.name} does not support {', '.join(missing)}" if missing else None
+
+
+@functools.cache
+def _asv_grid() -> tuple[dict, dict]:
+    """The implementations and workloads rnnbench's asv suite is parametrised over, by name."""
+    from rnnbench.benchmarks.workloads import load_workloads
+    from rnnbench.impls import registered
+
+    return registered(), {w.name: w for w in load_workloads(preset=ASV_PRESET)}
+
+
+def _asv_rnnbench_version(data: dict) -> str:
+    """The rnnbench version asv recorded with the benchmarks' results (their version), or ""."""
+    columns = data.get("result_columns")
+    if not isinstance(columns, list) or "version" not in columns:
+        return ""
+    index = columns.index("version")
+    for row in (data.get("results") or {}).values():
+        version = row[index] if isinstance(row, list) and len(row) > index else None
+        match = _ASV_SUITE_VERSION.match(version) if isinstance(version, str) else None
+        if match:
+            return match.group(1)
+    return ""
 
 
 def _asv_benchmarks_json(path: Path) -> dict:

@@ -1,8 +1,10 @@
-"""The pytest-benchmark suite as a maintainer runs it: its options under their group in
-`--help`, a bare class with its kind, pinned threads, and the one-line refusals."""
+"""The benchmark suites as a maintainer runs them. pytest-benchmark: its options under their group
+in `--help`, a bare class with its kind, pinned threads, the one-line refusals. asv: what its
+results say when read, its thread setting, and one way to spot a regression in its output."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -70,3 +72,90 @@ def test_a_wrong_option_is_said_before_anything_runs(tmp_path, bare_class, optio
                       *options, *QUICKLY, cwd=tmp_path)
     assert done.returncode == 2 and message in done.stderr + done.stdout
     assert "passed" not in done.stdout
+
+
+# --- asv ---------------------------------------------------------------------------------------
+
+ASV_COLUMNS = ["result", "params", "version", "started_at", "duration", "stats_ci_99_a",
+               "stats_ci_99_b", "stats_q_25", "stats_q_75", "stats_number", "stats_repeat",
+               "samples", "profile"]
+
+
+def asv_results(root: Path, impls: list[str], workload: str, values: list[float],
+                version: str) -> Path:
+    """An asv 0.6 results folder with one time_forward row over `impls` x `workload` x cpu."""
+    params = [[repr(i) for i in impls], [repr(workload)], ["'cpu'"]]
+    (root / "box").mkdir(parents=True)
+    (root / "benchmarks.json").write_text(json.dumps({"asv_rnn.Forward.time_forward": {
+        "name": "asv_rnn.Forward.time_forward", "type": "time",
+        "param_names": ["impl", "workload", "device"]}, "version": 2}))
+    row = {"result": values, "params": params, "version": version}
+    (root / "box" / "c0ffee-existing.json").write_text(json.dumps({
+        "commit_hash": "c0ffee" * 6 + "c0ff", "env_name": "existing", "date": 1767225600000,
+        "params": {"machine": "box"}, "python": "3.11", "requirements": {}, "env_vars": {},
+        "result_columns": ASV_COLUMNS, "results": {"asv_rnn.Forward.time_forward": [
+            row.get(c) for c in ASV_COLUMNS]}, "durations": {}, "version": 2}))
+    return root
+
+
+def test_asv_results_say_not_selected_not_supported_and_the_version(tmp_path):
+    from rnnbench.benchmarks.workloads import load_workloads
+    from rnnbench.reports.load import load_inputs
+
+    workload = next(w for w in load_workloads(preset="quick") if w.kind == "rnn")
+    nan = float("nan")
+    folder = asv_results(tmp_path / "results", ["eager", "native", "implicit"], workload.name,
+                         [0.002, nan, nan], "rnnbench 0.1.0; suite 0123456789ab")
+    results = load_inputs([folder])
+    status = {t.impl: (t.status, t.reason) for t in results.timings}
+    assert status["eager"][0] == "ok"
+    assert status["native"][0] == "not_selected"              # it runs rnn: it was not selected
+    assert status["implicit"] == ("not_supported", "implicit provides no 'rnn'")
+    source = results.sources[0]
+    assert source.commit == "c0ffee" * 6 + "c0ff" and source.version == "0.1.0"
+
+
+def test_the_asv_suite_reads_its_thread_count_from_the_environment():
+    from rnnbench.benchmarks.asv_rnn import threads_setting
+
+    assert threads_setting({}) is None and threads_setting({"RNNBENCH_THREADS": "3"}) == 3
+    for wrong in ("0", "two", "-1", ""):
+        with pytest.raises(ValueError, match="RNNBENCH_THREADS must be a positive integer"):
+            threads_setting({"RNNBENCH_THREADS": wrong})
+
+
+def test_asv_conf_points_to_a_readme_section_that_exists():
+    conf = (ROOT / "asv.conf.json").read_text()
+    sections = re.findall(r'README\.md \("([^"]+)"\)', conf)
+    headings = re.findall(r"^#+ (.+)$", (ROOT / "README.md").read_text(), re.M)
+    assert sections and all(section in headings for section in sections)
+
+
+# asv 0.6's `asv compare --split` output: a slower time_ benchmark, one failing now, a higher
+# GFLOP/s (which asv also marks +), and an unchanged one.
+ASV_COMPARE = """
+Benchmarks that have stayed the same:
+
+| Change | Before [bf7264ce] | After [57ba9693] | Ratio | Benchmark (Parameter) |
+|--------|-------------------|------------------|-------|-----------------------|
+|        | 9.62±0.2ms        | 9.70±0.2ms       | 1.01  | asv_rnn.Forward.time_forward('native', 'gru', 'cpu') |
+
+Benchmarks that have got worse:
+
+| Change | Before [bf7264ce] | After [57ba9693] | Ratio | Benchmark (Parameter) |
+|--------|-------------------|------------------|-------|-----------------------|
+| +      | 9.62±0.2ms        | 19.2±0.4ms       |     2 | asv_rnn.Forward.time_forward('eager', 'rnn', 'cpu') |
+| !      | 1.20±0.1s         | failed           |   n/a | asv_rnn.Forward.track_first_call_s('compile', 'lstm', 'cpu') |
+| +      | 4.5               | 9                |     2 | asv_rnn.Forward.track_gflops('fused', 'lstm', 'cpu') |
+"""
+
+
+def test_readme_and_the_nightly_script_spot_an_asv_regression_the_same_way():
+    readme = re.search(r"^! grep -E '([^']+)' asv-compare\.txt", (ROOT / "README.md").read_text(),
+                       re.M).group(1)
+    script = re.search(r"grep -qE '([^']+)'", (ROOT / "scripts" / "nightly.sh").read_text())
+    assert script.group(1) == readme
+    flagged = [line.split("|")[-2].strip() for line in ASV_COMPARE.splitlines()
+               if re.search(readme, line)]
+    assert flagged == ["asv_rnn.Forward.time_forward('eager', 'rnn', 'cpu')",
+                       "asv_rnn.Forward.track_first_call_s('compile', 'lstm', 'cpu')"]

@@ -138,15 +138,15 @@ Benchmarks that have stayed the same:
 
 | Change | Before [bf7264ce] | After [57ba9693] | Ratio | Benchmark (Parameter) |
 |--------|-------------------|------------------|-------|-----------------------|
-|        | 9.62±0.2ms        | 9.70±0.2ms       | 1.01  | asv_rnn.Forward.time_forward('native', 'gru', 'cpu') |
+|        | 9.62±0.2ms | 9.70±0.2ms | 1.01 | asv_rnn.Forward.time_forward('native', 'gru', 'cpu') |
 
 Benchmarks that have got worse:
 
 | Change | Before [bf7264ce] | After [57ba9693] | Ratio | Benchmark (Parameter) |
 |--------|-------------------|------------------|-------|-----------------------|
-| +      | 9.62±0.2ms        | 19.2±0.4ms       |     2 | asv_rnn.Forward.time_forward('eager', 'rnn', 'cpu') |
-| !      | 1.20±0.1s         | failed           |   n/a | asv_rnn.Forward.track_first_call_s('compile', 'lstm', 'cpu') |
-| +      | 4.5               | 9                |     2 | asv_rnn.Forward.track_gflops('fused', 'lstm', 'cpu') |
+| +      | 9.62±0.2ms | 19.2±0.4ms | 2 | asv_rnn.Forward.time_forward('eager', 'rnn', 'cpu') |
+| !      | 1.20±0.1s | failed | n/a | asv_rnn.Forward.track_first_call_s('compile', 'lstm', 'cpu') |
+| +      | 4.5 | 9 | 2 | asv_rnn.Forward.track_gflops('fused', 'lstm', 'cpu') |
 """
 
 

@@ -272,12 +272,10 @@ def _load_asv(path: Path, data: dict) -> Results:
     version = _asv_rnnbench_version(data)
     if version:
         environment["rnnbench"] = version
-    when = (datetime.datetime.fromtimestamp(data["date"] / 1000, datetime.timezone.utc)
-            if _is_number(data.get("date")) else None)
-    if when:
-        environment["date"] = when.isoformat(timespec="seconds")
+    if _is_number(data.get("date")):     # asv's "date" is the commit's, not the run's
+        environment["commit_date"] = _from_milliseconds(data["date"]).isoformat(timespec="seconds")
     source = Source(str(path), "asv", str(params.get("machine") or "unknown"), environment,
-                    time=when or _time_of(path, None))
+                    time=_asv_started(data) or _time_of(path, None))
     columns = data["result_columns"]
     rows = data.get("results")
     if not isinstance(columns, list) or not isinstance(rows, dict):
@@ -391,6 +389,21 @@ def _asv_grid() -> tuple[dict, dict]:
     from rnnbench.impls import registered
 
     return registered(), {w.name: w for w in load_workloads(preset=ASV_PRESET)}
+
+
+def _asv_started(data: dict) -> datetime.datetime | None:
+    """When asv's run started: its first benchmark's start (asv records each one's)."""
+    columns, rows = data.get("result_columns"), data.get("results")
+    if not isinstance(columns, list) or "started_at" not in columns or not isinstance(rows, dict):
+        return None
+    index = columns.index("started_at")
+    starts = [row[index] for row in rows.values()
+              if isinstance(row, list) and len(row) > index and _is_number(row[index])]
+    return _from_milliseconds(min(starts)) if starts else None
+
+
+def _from_milliseconds(value: float) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(value / 1000, datetime.timezone.utc)
 
 
 def _asv_rnnbench_version(data: dict) -> str:

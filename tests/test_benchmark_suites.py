@@ -89,7 +89,8 @@ def asv_results(root: Path, impls: list[str], workload: str, values: list[float]
     (root / "benchmarks.json").write_text(json.dumps({"asv_rnn.Forward.time_forward": {
         "name": "asv_rnn.Forward.time_forward", "type": "time",
         "param_names": ["impl", "workload", "device"]}, "version": 2}))
-    row = {"result": values, "params": params, "version": version}
+    row = {"result": values, "params": params, "version": version,
+           "started_at": 1767229200000}            # 2026-01-01 01:00 UTC; the commit's: 00:00
     (root / "box" / "c0ffee-existing.json").write_text(json.dumps({
         "commit_hash": "c0ffee" * 6 + "c0ff", "env_name": "existing", "date": 1767225600000,
         "params": {"machine": "box"}, "python": "3.11", "requirements": {}, "env_vars": {},
@@ -113,6 +114,8 @@ def test_asv_results_say_not_selected_not_supported_and_the_version(tmp_path):
     assert status["implicit"] == ("not_supported", "implicit provides no 'rnn'")
     source = results.sources[0]
     assert source.commit == "c0ffee" * 6 + "c0ff" and source.version == "0.1.0"
+    assert source.time.isoformat() == "2026-01-01T01:00:00+00:00"     # the run's, not the commit's
+    assert source.environment["commit_date"] == "2026-01-01T00:00:00+00:00"
 
 
 def test_the_asv_suite_reads_its_thread_count_from_the_environment():

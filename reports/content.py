@@ -146,10 +146,11 @@ def _summary(results: Results) -> Section:
 
 def _warnings(results: Results) -> list[Callout]:
     found = []
+    named = runs.Runs(results)
     for source in results.sources:
         if source.busy:
             reasons = "; ".join(map(str, source.machine_check.get("reasons") or [])) or "busy"
-            found.append(Callout("warning", f"Busy machine: {runs.Runs(results).of(source)} "
+            found.append(Callout("warning", f"Busy machine: {named.of(source)} "
                                             f"when timed ({reasons}). Its timings are less "
                                             "reliable."))
     noisy = [t for t in results.timings if t.noisy]
@@ -584,12 +585,12 @@ def _environments(results: Results) -> Section:
     rows = [[key] + [_cell(env.get(key)) for _, _, env in columns] for key in keys]
     blocks: list = [Table("Environments", headers, rows)]
     checks = [(s, s.machine_check) for s in results.sources if s.machine_check]
+    named = runs.Runs(results)
     if checks:
         blocks.append(Table("Machine checks before timing",
                             ["run", "file", "busy", "cores", "load average", "others' CPU",
                              "steal", "GEMM peak (median, IQR)", "reasons"],
-                            [[runs.Runs(results).of(s), s.path,
-                              "yes" if c.get("busy") else "no",
+                            [[named.of(s), s.path, "yes" if c.get("busy") else "no",
                               _cell(c.get("cores")), _cell_list(c.get("load_avg")),
                               _percent_of(c.get("others_fraction")),
                               _percent_of(c.get("steal_fraction")), _peak(c),

@@ -28,7 +28,7 @@ class Run:
     """One results file: its path, when and where it was measured, and what was measured."""
 
     path: str
-    time: datetime.datetime | None     # UTC; None when neither the file nor its folder says
+    time: datetime.datetime | None     # UTC; None when the file says no time and has none
     machine: str
     commit: str
     version: str
@@ -57,9 +57,6 @@ class Runs:
     def __init__(self, results: Results):
         self.all = sorted({run_of(s) for s in results.sources}, key=Run.order)
         self._files = _distinct_names([run.path for run in self.all])
-
-    def __len__(self) -> int:
-        return len(self.all)
 
     def label(self, run: Run) -> str:
         """'cpu-box 2026-01-02 10:00 (bench-cpu.json)': the machine, the time in UTC and the

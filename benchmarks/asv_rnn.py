@@ -5,7 +5,11 @@ scipy's XPBenchmark: a combination that cannot run (implementation unavailable, 
 not supported) raises asv's SkipNotImplemented in `setup` with the reason, so every
 implementation stays in the grid. A metric's workloads are those of the preset that declare it.
 The device axis is "cpu", plus "cuda" on machines that have one (asv keeps results per machine).
-Threads are pinned in `setup` (the workload's own count, else all cores).
+Threads are pinned in `setup`: RNNBENCH_THREADS when the environment sets it
+(`RNNBENCH_THREADS=1 asv run ...`; anything but a positive integer stops the suite at import),
+else the workload's own count, else all cores. Every benchmark's asv version is
+"rnnbench <version>; suite <hash of this file>": asv compares results of one version only, and
+`rnnbench report` reads rnnbench's version there.
 
     time_<metric>       seconds per call (asv's own warm-up, repeats and statistics; under
                         --quick there is no warm-up, so the first call is the one timed)
@@ -18,7 +22,9 @@ torch is imported once); the grid size is what bounds an `asv run --quick`.
 """
 from __future__ import annotations
 
+import hashlib
 import os
+from pathlib import Path
 
 import torch
 # Imported here, once, by asv's forkserver instead of in every benchmark process: optimizers
@@ -30,6 +36,7 @@ try:
 except ImportError:  # asv_runner is only present under asv; plain imports still work
     SkipNotImplemented = NotImplementedError
 
+import rnnbench
 from rnnbench.benchmarks.harness import skip_reason
 from rnnbench.benchmarks.tasks import build_task
 from rnnbench.benchmarks.timing import (RepeatPolicy, measure, measure_interleaved, sample_summary,
@@ -44,6 +51,23 @@ DEVICES = ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",)
 IMPLS = registered()
 WORKLOADS = {w.name: w for w in load_workloads(PRESET)}
 TRACK_POLICY = RepeatPolicy(min_repeats=5, budget_s=0.2)
+THREADS_VARIABLE = "RNNBENCH_THREADS"
+SUITE_VERSION = (f"rnnbench {rnnbench.__version__}; "
+                 f"suite {hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]}")
+
+
+def threads_setting(environ=os.environ) -> int | None:
+    """RNNBENCH_THREADS as a thread count, None when unset; ValueError (one line) for anything
+    but a positive integer, so a mistyped setting stops the suite when asv imports it."""
+    text = environ.get(THREADS_VARIABLE)
+    if text is None:
+        return None
+    if not text.strip().isdigit() or int(text) < 1:
+        raise ValueError(f"{THREADS_VARIABLE} must be a positive integer, got {text!r}")
+    return int(text)
+
+
+THREADS = threads_setting()
 
 
 def _grid(metric: str) -> tuple[list, list, list]:
@@ -56,6 +80,7 @@ class _Metric:
 
     metric = ""
     param_names = ("impl", "workload", "device")
+    version = SUITE_VERSION
     timeout = 600
     # time_* samples: enough to be stable without spending minutes per combination.
     number = 0
@@ -66,7 +91,7 @@ class _Metric:
         reason = skip_reason(self.impl, self.workload, device, self.metric)
         if reason:
             raise SkipNotImplemented(reason)
-        torch.set_num_threads(self.workload.threads or os.cpu_count())
+        torch.set_num_threads(THREADS or self.workload.threads or os.cpu_count())
         self.sync = synchronizer(device)
         # Built, never called: each benchmark runs in its own process, so track_first_call_s
         # times a true first call (compilation included); asv's warm-up keeps it out of time_*.

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, fields
 
-from rnnbench.documents import STATUSES
+from rnnbench.documents import NOT_SELECTED, STATUSES
 
 # The verdicts on a speed-up (rnnbench.benchmarks.statistics gives them): by its interval, or
 # no claim at all because the machine was busy or the samples bimodal.
@@ -105,7 +105,7 @@ class BenchResult:
         values.update({name: _text(data, name) or "" for name in _TEXT})
         values.update({name: _text(data, name) for name in _OPTIONAL_TEXT})
         values["status"] = values["status"] or "ok"
-        if values["status"] not in STATUSES:
+        if values["status"] not in (*STATUSES, NOT_SELECTED):
             raise InvalidResult(f"unknown status {values['status']!r} (known: {', '.join(STATUSES)})")
         # The counts (threads, repeats) are written for every result: they measure nothing.
         if values["status"] == "ok" and not any(_is_number(data.get(name)) for name in MEASURED

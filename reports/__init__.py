@@ -13,7 +13,7 @@ _EXPORTS = {
     "load": ("detect_format", "load_file", "load_inputs"),
     "records": ("Check", "Duplicate", "Results", "Source", "Timing", "Unplaced"),
     "render": ("render_report",),
-    "runs": ("Run", "side_by_side"),
+    "runs": ("Run", "Runs", "side_by_side"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_MODULE_OF)

@@ -107,13 +107,15 @@ def headline(timings: Iterable[Timing], table: Speedups) -> Headline:
 
 @dataclass(frozen=True)
 class Series:
-    """Median time against one size, the other sizes fixed: one line of a scaling plot."""
+    """Median time against one size, the other sizes fixed: one line of a scaling plot, of the
+    run (results file) at `path`."""
 
     axis: str
     label: str
     device: str
     metric: str
     points: tuple[tuple[float, float], ...]   # (size, median_s), sorted by size
+    path: str = ""
 
 
 def scaling_series(timings: Iterable[Timing]) -> list[Series]:
@@ -126,11 +128,12 @@ def scaling_series(timings: Iterable[Timing]) -> list[Series]:
             if axis not in t.sizes:
                 continue
             fixed = tuple(sorted((k, v) for k, v in t.sizes.items() if k != axis))
-            key = (t.source.machine, t.impl, t.kind, t.device, t.dtype, t.metric, fixed)
+            key = (t.source.path, t.impl, t.kind, t.device, t.dtype, t.metric, fixed)
             groups.setdefault(key, {})[t.sizes[axis]] = t.median_s
-        for (machine, impl, kind, device, dtype, metric, fixed), points in groups.items():
+        for (path, impl, kind, device, dtype, metric, fixed), points in groups.items():
             if len(points) >= MIN_SERIES_POINTS:
                 held = ", ".join(f"{k}={v:g}" for k, v in fixed)
                 label = f"{impl} {kind} {dtype} ({held})" if held else f"{impl} {kind} {dtype}"
-                found.append(Series(axis, label, device, metric, tuple(sorted(points.items()))))
+                found.append(Series(axis, label, device, metric, tuple(sorted(points.items())),
+                                    path))
     return found

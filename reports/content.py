@@ -20,15 +20,16 @@ from rnnbench.reports import analysis, runs
 from rnnbench.reports.records import SIZE_FIELDS, Check, Results, Source, Timing
 from rnnbench.reports.units import binary_bytes, seconds
 from rnnbench.documents import BASELINE, OUTCOMES
+from rnnbench.wording import counted
 
 _OUTCOME_TITLES = {"passed": "passed", "failed": "failed", "not_supported": "not supported",
                    "error": "error", "xfail": "known failure", "xpass": "unexpected pass"}
 # Check categories as the report shows them; the ids stay as the results JSON has them. The
 # category "errors" (wrong inputs must raise) would read as the outcome "error".
 CATEGORY_TITLES = {"errors": "error inputs"}
-# Environment entries that are measurements, not settings: files differing only in these share
-# an environment column (which shows them all).
-_MEASURED = ("peak_gflops",)
+# Environment entries that are measurements or times, not settings: files differing only in
+# these share an environment column (which shows them all).
+_MEASURED = ("peak_gflops", "date")
 NAMED = 5        # how many results a warning names before it says "and N more"
 
 
@@ -79,62 +80,81 @@ def category_title(category: str) -> str:
 
 
 def check_row_label(results: Results):
-    """How a conformance row is named: impl, plus device and run where they vary."""
+    """How a conformance row is named: impl, plus the device where devices vary, plus the run
+    where an implementation was checked in several (then every row names its run)."""
     devices = {c.device for c in results.checks}
-    several_runs = len({runs.run_of(c.source) for c in results.checks}) > 1
+    named = runs.Runs(results)
+    several_runs = _checked_more_than_once(results)
 
     def label(check: Check) -> str:
         text = check.impl
         if len(devices) > 1 and check.device:
             text += f" ({check.device})"
         if several_runs:
-            text += f" @ {runs.run_of(check.source).label()}"
+            text += f" @ {named.of(check.source)}"
         return text
     return label
+
+
+def _checked_more_than_once(results: Results) -> bool:
+    """Whether an implementation has several conformance runs in the inputs."""
+    targets = Counter(s.target for s in results.sources if s.format == "conformance")
+    return any(n > 1 for n in targets.values())
 
 
 # --- the summary -------------------------------------------------------------------------------
 
 def _summary(results: Results) -> Section:
+    """The warnings, then a table per run of timings (the verdicts of the conformance runs of
+    the same checkout beside the speed-ups), and one per checkout that has only conformance
+    runs, in date order."""
     blocks: list = _warnings(results)
-    every_run = runs.runs(results)
+    named = runs.Runs(results)
     table = analysis.speedups(results.timings)
     note = (f"Speed-up: geometric mean of {BASELINE}'s median time over the implementation's, "
             "across the workloads and metrics timed, with its 95% interval; an interval "
             "containing 1 is within noise, not a speed-up, and a busy machine's is not "
             "judged. Fastest first.")
-    for run in every_run:
-        impls = list(dict.fromkeys(
-            [s.target for s in results.sources if s.format == "conformance"
-             and runs.run_of(s) == run]
-            + [t.impl for t in results.timings if runs.run_of(t.source) == run]))
+    conformance = [s for s in results.sources if s.format == "conformance"]
+    groups = [(named.label(run), run.checkout, run) for run in named.timing_runs(results)]
+    timed = {checkout for _, checkout, _ in groups}
+    for checkout in dict.fromkeys(runs.run_of(s).checkout for s in
+                                  sorted(conformance, key=lambda s: runs.run_of(s).order())):
+        if checkout not in timed:
+            machine, commit, _ = checkout
+            groups.append((f"{machine} @ {commit[:8]}" if commit else machine, checkout, None))
+    for title, checkout, run in groups:
+        checks = [s for s in conformance if runs.run_of(s).checkout == checkout]
+        impls = list(dict.fromkeys([s.target for s in checks] + [
+            t.impl for t in results.timings if runs.run_of(t.source) == run]))
         rows = []
         for impl in impls:
-            conformance = _conformance_summary(results, impl, run)
+            verdict = _conformance_summary(results, [s for s in checks if s.target == impl], named)
             speed, notes, order = _speed_summary(results, impl, run, table)
-            if "DOES NOT CONFORM" in conformance and speed and impl != BASELINE:
+            if "DOES NOT CONFORM" in verdict and speed and impl != BASELINE:
                 notes.insert(0, "fails the conformance suite")
-            rows.append((-order, [impl, conformance, speed, "; ".join(notes)]))
+            rows.append((-order, [impl, verdict, speed, "; ".join(notes)]))
         rows.sort(key=lambda row: row[0])
-        title = ("Who conforms, who is fastest" if len(every_run) == 1
-                 else f"Who conforms, who is fastest: {run.label()}")
-        blocks.append(Table(title, ["implementation", "conformance",
-                                    f"speed-up over {BASELINE} (95% CI)", "notes"],
+        heading = "Who conforms, who is fastest" if run else "Who conforms"
+        blocks.append(Table(heading if len(groups) == 1 else f"{heading}: {title}",
+                            ["implementation", "conformance",
+                             f"speed-up over {BASELINE} (95% CI)", "notes"],
                             [row for _, row in rows], note, fit=True))
         note = ""       # said once, under the first table
-    if not every_run:
+    if not groups:
         blocks.append("No results in the inputs.")
-    blocks.append(_measured(results))
+    blocks.append(_measured(results, named))
     return Section("Summary", blocks)
 
 
 def _warnings(results: Results) -> list[Callout]:
     busy = []
+    named = runs.Runs(results)
     for source in results.sources:
         if source.busy:
             reasons = "; ".join(map(str, source.machine_check.get("reasons") or [])) or "busy"
-            busy.append(f"Busy machine: {runs.run_of(source).label()} when timed ({reasons}). "
-                        "Its speed-ups are not judged.")
+            busy.append(f"Busy machine: {named.of(source)} when timed ({reasons}). Its "
+                        "speed-ups are not judged.")
     # One run's CPU and GPU timings are two files that can say the same.
     found = [Callout("warning", text) for text in dict.fromkeys(busy)]
     noisy = [t for t in results.timings if t.noisy]
@@ -158,42 +178,37 @@ def _names(timings: list[Timing]) -> str:
     return ", ".join(names) + (f" and {more} more" if more > 0 else "")
 
 
-def _conformance_summary(results: Results, impl: str, run: runs.Run) -> str:
-    """The verdict of `impl` in `run`; one per device, side by side, where it was checked on
-    several (as the speed-up cell does)."""
-    sources = [s for s in results.sources if s.format == "conformance" and s.target == impl
-               and runs.run_of(s) == run]
+def _conformance_summary(results: Results, sources: list[Source], named: runs.Runs) -> str:
+    """The verdict of an implementation's conformance runs (its files in one checkout), each
+    with its time when there are several."""
     if not sources:
         return "not checked"
-    by_device: dict[str, list[Source]] = {}
-    for source in sources:
-        by_device.setdefault(str(source.settings.get("device") or ""), []).append(source)
-    if len(by_device) == 1:
-        return _summary_verdict(results, sources)
-    return "; ".join(f"{device or 'device unknown'}: {_summary_verdict(results, group)}"
-                     for device, group in by_device.items())
+    verdicts = [_verdict_of(results, source) for source in sources]
+    if len(verdicts) == 1:
+        return verdicts[0]
+    return "; ".join(f"{named.of(source)}: {verdict}"
+                     for source, verdict in sorted(zip(sources, verdicts),
+                                                   key=lambda pair: runs.run_of(pair[0]).order()))
 
 
-def _summary_verdict(results: Results, sources: list[Source]) -> str:
-    """One verdict over the checks of `sources`."""
-    checks = [c for c in results.checks if c.source in sources]
-    errors = [s.error for s in sources if s.error]
+def _verdict_of(results: Results, source: Source) -> str:
+    checks = [c for c in results.checks if c.source == source]
     if not checks:
-        return f"could not run: {errors[0]}" if errors else "no checks ran"
+        return f"could not run: {source.error}" if source.error else "no checks ran"
     counts = Counter(c.outcome for c in checks)
-    case_list = ", quick case list" if any(s.quick for s in sources) else ""
-    cut = ", interrupted: incomplete" if any(s.interrupted for s in sources) else ""
-    phrase = summary_phrase(judge(checks, any(s.interrupted for s in sources)))
+    case_list = ", quick case list" if source.quick else ""
+    cut = ", interrupted: incomplete" if source.interrupted else ""
+    phrase = summary_phrase(judge(checks, source.interrupted))
     bad = counts["failed"] + counts["error"]
     if not bad:
-        return (f"{phrase}{case_list}{cut} ({counts['passed']} checks)" if counts["passed"]
-                else f"nothing applicable{case_list}")
+        return (f"{phrase}{case_list}{cut} ({counted(counts['passed'], 'check')})"
+                if counts["passed"] else f"nothing applicable{case_list}")
     causes = len(group_failures(checks))
-    return (f"{phrase}{case_list}{cut} ({bad} of {len(checks)} checks fail, "
-            f"{causes} cause{'s' * (causes != 1)})")
+    return (f"{phrase}{case_list}{cut} ({bad} of {counted(len(checks), 'check')} "
+            f"fail{'s' * (bad == 1)}, {counted(causes, 'cause')})")
 
 
-def _speed_summary(results: Results, impl: str, run: runs.Run,
+def _speed_summary(results: Results, impl: str, run: runs.Run | None,
                    table: dict) -> tuple[str, list[str], float]:
     """The speed-up cell, the notes, and the value that orders the rows (fastest first)."""
     mine = [t for t in results.timings if t.impl == impl and runs.run_of(t.source) == run]
@@ -219,9 +234,10 @@ def _speed_summary(results: Results, impl: str, run: runs.Run,
                 f"{n} {s.replace('_', ' ')}" for s, n in statuses.items()) if statuses
                 else f"no {BASELINE} timing to compare with"))
         if line.noisy:
-            notes.append(f"{prefix}{line.noisy} of {len(here)} timings noisy")
+            notes.append(f"{prefix}{line.noisy} of {counted(len(here), 'timing')} noisy")
         if line.left_out and line.ratio is not None:
-            notes.append(f"{prefix}{line.left_out} timing(s) left out: numbers do not conform")
+            notes.append(f"{prefix}{counted(line.left_out, 'timing')} left out: numbers do not "
+                         "conform")
         failed = sum(t.status == "failed" for t in here)
         if failed:
             notes.append(f"{prefix}{failed} failed")
@@ -256,52 +272,47 @@ def ratio_text(ratio: analysis.Ratio | None) -> str:
     return f"{ratio.value:.2f}x{interval}"
 
 
-def _measured(results: Results) -> Table:
-    """What was measured and how, one row per run and kind of measurement."""
+def _measured(results: Results, named: runs.Runs) -> Table:
+    """What was measured and how, one row per run, in date order."""
     rows = []
-    for run in runs.runs(results):
-        sources = [s for s in results.sources if runs.run_of(s) == run]
-        rows += _bench_rows(run, [s for s in sources if s.format != "conformance"], results)
-        conformance = [s for s in sources if s.format == "conformance"]
-        if conformance:
-            quick = [s.target for s in conformance if s.quick]
-            full = [s.target for s in conformance if not s.quick]
-            case_list = ("quick case list" if not full else "full case list" if not quick
-                         else f"quick: {', '.join(quick)}; full: {', '.join(full)}")
-            seeds = sorted({str(s.settings["seed"]) for s in conformance if "seed" in s.settings})
-            devices = _joined(s.settings.get("device") for s in conformance)
-            rows.append([run.label(), f"conformance of {len(conformance)} implementation(s)",
-                         case_list + (f", seed {', '.join(seeds)}" if seeds else ""), "", "",
-                         _joined(s.environment.get("threads") for s in conformance), devices,
+    for run in named.all:
+        source = next(s for s in results.sources if runs.run_of(s) == run)
+        if source.format == "conformance":
+            case_list = "quick case list" if source.quick else "full case list"
+            seed = source.settings.get("seed")
+            rows.append([named.label(run), f"conformance of {source.target}",
+                         case_list + ("" if seed is None else f", seed {seed}"), "", "",
+                         _joined([source.environment.get("threads")]),
+                         _joined([source.settings.get("device")]),
                          run.commit or "unknown", run.version or "unknown"])
+        else:
+            rows.append(_bench_row(named.label(run), source, results))
     return Table("What was measured, and how",
                  ["run", "measured", "preset / case list", "budget", "repeats", "threads",
                   "device", "commit", "rnnbench"], rows,
-                 "Budget: timing time per implementation, workload and metric; repeats: "
-                 "samples per median (fewest–most); threads: as timed.")
+                 "Runs: machine, time (UTC) and file. Budget: timing time per implementation, "
+                 "workload and metric; repeats: samples per median (fewest–most); threads: as "
+                 "timed.")
 
 
-def _bench_rows(run: runs.Run, sources: list[Source], results: Results) -> list[list[str]]:
-    rows = []
-    for source in sources:
-        timings = [t for t in results.timings if t.source == source]
-        timed = [t for t in timings if t.status == "ok"]
-        repeats = sorted({t.repeats for t in timed if t.repeats})
-        threads = _joined([*(t.threads for t in timed if t.threads is not None)]
-                          or [source.settings.get("threads"), source.environment.get("threads")])
-        budget = source.settings.get("budget_s")
-        check = source.machine_check
-        machine = ""
-        if check:
-            machine = "; busy" if check.get("busy") else "; machine quiet"
-        rows.append([run.label(), f"{len(timings)} timing(s), {source.format}{machine}",
-                     str(source.settings.get("preset") or "not recorded"),
-                     seconds(budget) if _is_number(budget) else "not recorded",
-                     (f"{repeats[0]}–{repeats[-1]}" if len(repeats) > 1 else
-                      str(repeats[0]) if repeats else ""), threads,
-                     _joined(t.device for t in timings), run.commit or "unknown",
-                     run.version or "unknown"])
-    return rows
+def _bench_row(label: str, source: Source, results: Results) -> list[str]:
+    timings = [t for t in results.timings if t.source == source]
+    timed = [t for t in timings if t.status == "ok"]
+    repeats = sorted({t.repeats for t in timed if t.repeats})
+    threads = _joined([*(t.threads for t in timed if t.threads is not None)]
+                      or [source.settings.get("threads"), source.environment.get("threads")])
+    budget = source.settings.get("budget_s")
+    check = source.machine_check
+    machine = ""
+    if check:
+        machine = "; busy" if check.get("busy") else "; machine quiet"
+    return [label, f"{counted(len(timings), 'timing')}, {source.format}{machine}",
+            str(source.settings.get("preset") or "not recorded"),
+            seconds(budget) if _is_number(budget) else "not recorded",
+            (f"{repeats[0]}–{repeats[-1]}" if len(repeats) > 1 else
+             str(repeats[0]) if repeats else ""), threads,
+            _joined(t.device for t in timings), source.commit or "unknown",
+            source.version or "unknown"]
 
 
 def _is_number(value) -> bool:
@@ -315,7 +326,8 @@ def _joined(values) -> str:
 # --- conformance -------------------------------------------------------------------------------
 
 def _conformance(results: Results) -> Section:
-    checks = results.checks
+    named = runs.Runs(results)
+    checks = named.chronological(results.checks)
     if not any(s.format == "conformance" for s in results.sources):
         return Section("Conformance", ["No conformance results in the inputs."])
     label = check_row_label(results)
@@ -330,7 +342,9 @@ def _conformance(results: Results) -> Section:
                 for (name,), n in by_impl.items()]
     # A conformance file with no results still names its implementation: say so, never omit it.
     checked = {c.source.path for c in checks}
-    verdicts += [[s.target, *("0" for _ in outcomes),
+    several = _checked_more_than_once(results)
+    verdicts += [[f"{s.target} @ {named.of(s)}" if several else s.target,
+                  *("0" for _ in outcomes),
                   f"could not run: {s.error}" if s.error else "no checks ran"]
                  for s in results.sources if s.format == "conformance" and s.path not in checked]
     blocks = [Table("Verdict per implementation", ["implementation",
@@ -338,9 +352,10 @@ def _conformance(results: Results) -> Section:
                     "Quick case list: the suite's smaller list of cases, for a fast answer; "
                     "a full run checks more."), PlotRef("conformance")]
     if checks:
-        blocks += [_matrix("By kind", checks, label, lambda c: c.kind),
+        # rows in date order, columns in the order the inputs name them (as the heat-map's)
+        blocks += [_matrix("By kind", checks, label, lambda c: c.kind, results.checks),
                    _matrix("By check category", checks, label,
-                           lambda c: category_title(c.category))]
+                           lambda c: category_title(c.category), results.checks)]
     blocks += _failures(checks, label) or ["Every applicable check passed."]
     blocks += _declarations(results)
     return Section("Conformance", blocks)
@@ -366,17 +381,19 @@ def _failures(checks: list[Check], label) -> list:
         return []
     return [Table("Failures by cause", ["implementation", "cause", "checks", "outcomes", "kinds",
                                         "example"], rows,
-                  f"{total} failing check(s) in {len(rows)} cause(s), most fundamental first "
+                  f"{counted(total, 'failing check')} in {counted(len(rows), 'cause')}, most "
+                  "fundamental first "
                   "per implementation; a later cause is often a consequence of an earlier one. "
                   "Every check is in the input JSON.")]
 
 
 def _declarations(results: Results) -> list[Table]:
     conformance = [s for s in results.sources if s.format == "conformance"]
-    several = len({runs.run_of(s) for s in conformance}) > 1
+    several = _checked_more_than_once(results)
+    named = runs.Runs(results)
 
     def name(s: Source) -> str:
-        return f"{s.target} @ {runs.run_of(s).label()}" if several else s.target
+        return f"{s.target} @ {named.of(s)}" if several else s.target
 
     blocks = []
     unsupported = [[name(s), feature, reason] for s in conformance
@@ -400,8 +417,9 @@ def _performance(results: Results) -> Section:
     if not timings:
         return Section("Performance", ["No benchmark results in the inputs."])
     speedups = analysis.speedups(timings)
+    named = runs.Runs(results)
     # Where columns would repeat one value on every row they are left out.
-    varying = {"run": len({runs.run_of(t.source) for t in timings}) > 1,
+    varying = {"run": len(named.timing_runs(results)) > 1,
                "from": len({t.source.format for t in timings}) > 1}
     blocks: list = [f"Speed-up is {BASELINE}'s median time divided by the implementation's in "
                     "the same run (> 1 is faster), with its 95% interval where the input has "
@@ -417,23 +435,24 @@ def _performance(results: Results) -> Section:
                   "GFLOP/s", "% of peak", "first call", "memory", "threads", "notes", "status"])
     for workload in dict.fromkeys(t.workload for t in timings):
         rows = [t for t in timings if t.workload == workload]
-        rows.sort(key=lambda t: (t.source.machine, t.source.commit, t.source.format, t.device,
-                                 t.dtype, t.metric, t.impl != BASELINE, t.impl))
+        rows.sort(key=lambda t: (runs.run_of(t.source).order(), t.device, t.dtype, t.metric,
+                                 t.impl != BASELINE, t.impl))
         blocks.append(Table(f"Workload {workload}", headers,
-                            [_timing_row(t, speedups, varying) for t in rows],
+                            [_timing_row(t, speedups, varying, named) for t in rows],
                             _workload_note(rows)))
     return Section("Performance", blocks)
 
 
-def _timing_row(t: Timing, speedups: dict, varying: dict[str, bool]) -> list[str]:
+def _timing_row(t: Timing, speedups: dict, varying: dict[str, bool],
+                named: runs.Runs) -> list[str]:
     if t.impl == BASELINE and analysis.speedup_of(speedups, t) is not None:
         vs = "baseline"
     elif t.conforms is False:
         vs = "not counted: does not conform"
     else:
         vs = ratio_text(analysis.ratio_of(speedups, t))
-    status = t.status if not t.reason else f"{t.status}: {t.reason}"
-    optional = {"run": runs.run_of(t.source).label(), "from": t.source.format}
+    status = t.status.replace("_", " ") + (f": {t.reason}" if t.reason else "")
+    optional = {"run": named.of(t.source), "from": t.source.format}
     return ([t.impl] + [optional[name] for name, shown in varying.items() if shown]
             + [t.device, t.dtype, t.metric, seconds(t.median_s), seconds(t.iqr_s),
                vs, _fixed(t.gflops, "{:.3g}"), _percent_of(t.peak_fraction),
@@ -470,23 +489,26 @@ def _across_runs(results: Results) -> Section | None:
     comparisons, left_out = runs.side_by_side(results)
     if not comparisons and not left_out:
         return None
-    blocks: list = ["Runs side by side: one column per machine and commit. Only like is "
-                    "compared with like: the same implementation, kind, workload, device, "
-                    "dtype and metric, measured by the same rnnbench version; conformance on "
-                    "the same case list. What was left out is listed below with the reason."]
+    named = runs.Runs(results)
+    blocks: list = ["Runs side by side, in date order. Only like is compared with like: the same "
+                    "implementation, kind, workload, device, dtype and metric, measured by the "
+                    "same rnnbench version; conformance on the same case list. What was left "
+                    "out is listed below with the reason."]
     speedups = analysis.speedups(results.timings)
     for comparison in comparisons:
         version = comparison.version or "(version unknown)"
         if comparison.verdicts:
-            columns = _columns(comparison.runs, comparison.verdicts)
-            rows = [[" ".join(p for p in (impl, device, "(quick)" if quick else "") if p)]
-                    + [_run_verdict(results, row.get(run, [])) for run in columns]
-                    for (impl, device, quick), row in comparison.verdicts.items()]
+            rows = [[" ".join(p for p in (impl, device, "(quick)" if quick else "") if p),
+                     named.of(source), _run_verdict(results, source)]
+                    for (impl, device, quick), sources in comparison.verdicts.items()
+                    for source in sources]
             blocks.append(Table(f"Conformance across runs (rnnbench {version})",
-                                ["implementation"] + [run.label() for run in columns], rows,
-                                "Cells: verdict, passed / applicable checks."))
+                                ["implementation", "run", "verdict"], rows,
+                                "A row per run that checked the implementation, in date "
+                                "order; verdict, passed / applicable checks."))
         if comparison.timings:
-            columns = _columns(comparison.runs, comparison.timings)
+            columns = [run for run in comparison.runs
+                       if any(run in row for row in comparison.timings.values())]
             rows = [[" ".join(p for p in (impl, workload, metric) if p),
                      " ".join(p for p in (device, dtype) if p)]
                     + [_run_timing(row.get(run), speedups) for run in columns]
@@ -494,7 +516,7 @@ def _across_runs(results: Results) -> Section | None:
                     in comparison.timings.items()]
             blocks.append(Table(f"Timings across runs (rnnbench {version})",
                                 ["implementation, workload, metric", "device"]
-                                + [run.label() for run in columns], rows,
+                                + [named.label(run) for run in columns], rows,
                                 f"Cells: median time; speed-up over {BASELINE} in that run."))
     if left_out:
         blocks.append(Table("Left out of the comparison", ["why", "how many", "for example"],
@@ -503,18 +525,10 @@ def _across_runs(results: Results) -> Section | None:
     return Section("Across runs", blocks)
 
 
-def _columns(members: list[runs.Run], rows: dict[tuple, dict]) -> list[runs.Run]:
-    """The runs that have a cell in any of `rows`, in the comparison's order."""
-    return [run for run in members if any(run in row for row in rows.values())]
-
-
-def _run_verdict(results: Results, sources: list[Source]) -> str:
-    if not sources:
-        return ""
-    checks = [c for c in results.checks if c.source in sources]
+def _run_verdict(results: Results, source: Source) -> str:
+    checks = [c for c in results.checks if c.source == source]
     if not checks:
-        errors = [s.error for s in sources if s.error]
-        return f"could not run: {errors[0]}" if errors else "no checks ran"
+        return f"could not run: {source.error}" if source.error else "no checks ran"
     counts = Counter(c.outcome for c in checks)
     applicable = counts["passed"] + counts["failed"] + counts["error"]
     return f"{_verdict(checks, set())}, {counts['passed']} / {applicable}"
@@ -539,15 +553,17 @@ def _inputs(results: Results) -> Section:
     per_source = Counter(c.source.path for c in results.checks)
     timings = Counter(t.source.path for t in results.timings)
     unplaced = Counter(u.source.path for u in results.unplaced)
-    rows = [[s.path, s.format, runs.run_of(s).label(), str(per_source[s.path]),
+    named = runs.Runs(results)
+    rows = [[s.path, s.format, named.of(s), str(per_source[s.path]),
              str(timings[s.path]), str(unplaced[s.path])] for s in results.sources]
     # Files found in folders that were not results at all have no Source; list them too.
     known = {s.path for s in results.sources}
     rows += [[path, "not results", "", "0", "0", str(n)] for path, n in unplaced.items()
              if path not in known]
-    summary = (f"{len(results.sources)} results file(s) from {len(results.machines())} machine(s): "
-               f"{len(results.checks)} conformance checks, {len(results.timings)} timings, "
-               f"{len(results.unplaced)} unplaced.")
+    summary = (f"{counted(len(results.sources), 'results file')} from "
+               f"{counted(len(results.machines()), 'machine')}: "
+               f"{counted(len(results.checks), 'conformance check')}, "
+               f"{counted(len(results.timings), 'timing')}, {len(results.unplaced)} unplaced.")
     blocks: list = [summary, Table("Files", ["file", "format", "run", "checks", "timings",
                                              "unplaced"], rows)]
     if results.duplicates:
@@ -578,11 +594,12 @@ def _environments(results: Results) -> Section:
     rows = [[key] + [_cell(env.get(key)) for _, _, env in columns] for key in keys]
     blocks: list = [Table("Environments", headers, rows)]
     checks = [(s, s.machine_check) for s in results.sources if s.machine_check]
+    named = runs.Runs(results)
     if checks:
         blocks.append(Table("Machine checks before timing",
                             ["run", "file", "busy", "cores", "load average", "others' CPU",
                              "steal", "GEMM peak (median, IQR)", "reasons"],
-                            [[runs.run_of(s).label(), s.path, "yes" if c.get("busy") else "no",
+                            [[named.of(s), s.path, "yes" if c.get("busy") else "no",
                               _cell(c.get("cores")), _cell_list(c.get("load_avg")),
                               _percent_of(c.get("others_fraction")),
                               _percent_of(c.get("steal_fraction")), _peak(c),
@@ -603,10 +620,10 @@ def _unplaced(results: Results) -> Section:
 
 # --- cells -------------------------------------------------------------------------------------
 
-def _matrix(title: str, checks: list[Check], label, column) -> Table:
+def _matrix(title: str, checks: list[Check], label, column, order: list[Check]) -> Table:
     counts = analysis.outcome_counts(checks, lambda c: (label(c), column(c)))
     rows = list(dict.fromkeys(label(c) for c in checks))
-    cols = list(dict.fromkeys(column(c) for c in checks))
+    cols = list(dict.fromkeys(column(c) for c in order))
     outcomes = shown_outcomes(checks)
     cells = [[r] + [" / ".join(str(counts[(r, c)][o]) for o in outcomes) if (r, c) in counts
                     else "" for c in cols] for r in rows]

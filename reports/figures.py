@@ -7,25 +7,35 @@ matplotlib state of the caller.
 
 Every plot has two layouts: WIDE for a desktop page and report.md, panels side by side, and
 NARROW for a phone, panels stacked in one column at a width whose text stays readable there.
+
+Results are keyed by run (`rnnbench.reports.runs`): where the inputs hold several runs, each
+run's results are drawn apart (their own marker, bar or line) and the legend names the run.
+Log axes label only the ticks their length has room for (`_log_ticks`).
 """
 from __future__ import annotations
 
 import io
+import math
 import textwrap
 from dataclasses import dataclass
 
 from matplotlib import ticker
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
 from matplotlib.lines import Line2D
+from matplotlib.textpath import TextToPath
 
 from rnnbench.reports import analysis
 from rnnbench.reports.content import category_title
 from rnnbench.reports.records import Results, Timing
+from rnnbench.reports.runs import Runs, run_of
 from rnnbench.reports.units import seconds
 from rnnbench.documents import BASELINE
 
 _NOT_APPLICABLE = "#d0d0d0"
+# One marker per run where a plot has several (the colours tell implementations apart).
+_RUN_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h")
 PLOT_NAMES = ("conformance", "speedup", "devices", "scaling")   # every plot all_plots may draw
 
 
@@ -53,9 +63,11 @@ class Plot:
 
 def all_plots(results: Results, row_label, layout: Layout = WIDE) -> dict[str, Plot]:
     """Every plot the data supports, by name; `row_label(check)` names heat-map rows."""
+    named = Runs(results)
     plots = [conformance_heatmap(results, row_label, layout),
-             speedup_chart(results.timings, layout), scaling_chart(results.timings, layout),
-             device_chart(results.timings, layout)]
+             speedup_chart(results.timings, named, layout),
+             scaling_chart(results.timings, named, layout),
+             device_chart(results.timings, named, layout)]
     return {p.name: p for p in plots if p is not None}
 
 
@@ -65,14 +77,18 @@ def conformance_heatmap(results: Results, row_label, layout: Layout = WIDE) -> P
         return None
     panels = [("by kind", lambda c: c.kind),
               ("by check category", lambda c: category_title(c.category))]
-    rows = list(dict.fromkeys(row_label(c) for c in results.checks))
+    checks = Runs(results).chronological(results.checks)
+    rows = list(dict.fromkeys(row_label(c) for c in checks))
+    # a row names its run where an implementation has several: two lines on a phone
+    shown = [textwrap.fill(r, 48 if layout.columns > 1 else 28, break_on_hyphens=False)
+             for r in rows]
     widths = [len({col(c) for c in results.checks}) for _, col in panels]
     if layout.columns > 1:
         fig = Figure(figsize=(layout.width_in, 1.6 + 0.45 * len(rows)), dpi=layout.dpi,
                      layout="constrained")
         axes = fig.subplots(1, 2, width_ratios=[max(w, 1) for w in widths], sharey=True)
     else:
-        fig = Figure(figsize=(layout.width_in, 3.4 + 0.9 * len(rows)), dpi=layout.dpi,
+        fig = Figure(figsize=(layout.width_in, 3.4 + 1.1 * len(rows)), dpi=layout.dpi,
                      layout="constrained")
         axes = fig.subplots(2, 1)
     image = None
@@ -96,7 +112,7 @@ def conformance_heatmap(results: Results, row_label, layout: Layout = WIDE) -> P
                             ha="center", va="center", fontsize=8,
                             color="white" if dark else "black")
         ax.set_xticks(range(len(cols)), cols, rotation=35, ha="right", fontsize=8)
-        ax.set_yticks(range(len(rows)), rows, fontsize=8)
+        ax.set_yticks(range(len(rows)), shown, fontsize=8 if layout.columns > 1 else 7)
         ax.set_title(title, fontsize=10)
     fig.colorbar(image, ax=axes, label="passed / applicable", shrink=0.8,
                  location="right" if layout.columns > 1 else "bottom")
@@ -105,88 +121,126 @@ def conformance_heatmap(results: Results, row_label, layout: Layout = WIDE) -> P
                 _png(fig))
 
 
-def speedup_chart(timings: list[Timing], layout: Layout = WIDE) -> Plot | None:
-    """Speed-up over the baseline per workload, with its 95% interval where the input has one:
-    one panel per (metric, device), a row per workload, a marker per implementation.
+@dataclass(frozen=True)
+class Point:
+    """One speed-up of the speed-up chart: its timing, its ratio and how it is drawn."""
 
-    A hollow marker is within noise (its interval contains 1) or not judged (a busy machine,
-    bimodal samples); non-conforming results have no speed-up and are not drawn. Log scale, 1
-    (the baseline) marked.
-    """
+    timing: Timing
+    ratio: analysis.Ratio
+    series: str        # the implementation, with its run where the chart has several
+    colour: str        # the implementation's
+    marker: str        # the run's
+
+    @property
+    def significant(self) -> bool:
+        """Drawn filled: the input's 95% interval excludes 1. Hollow: within noise, not judged
+        (a busy machine, bimodal samples), or no interval to tell."""
+        return (self.ratio.ci is not None and not self.ratio.not_judged
+                and self.ratio.verdict in ("faster", "slower"))
+
+
+def speedup_points(timings: list[Timing], named: Runs) -> list[Point]:
+    """Every speed-up over the baseline a chart draws (non-conforming results have none), one
+    colour per implementation and, where there are several runs, one marker per run."""
     table = analysis.speedups(timings)
-    points = [(t, analysis.ratio_of(table, t)) for t in timings if t.impl != BASELINE]
-    points = [(t, r) for t, r in points if r is not None]
+    found = [(t, analysis.ratio_of(table, t)) for t in timings if t.impl != BASELINE]
+    found = [(t, r) for t, r in found if r is not None]
+    runs = [run for run in named.all if any(run_of(t.source) == run for t, _ in found)]
+    impls = list(dict.fromkeys(t.impl for t, _ in sorted(
+        found, key=lambda item: runs.index(run_of(item[0].source)))))
+    colours = {impl: f"C{i % 10}" for i, impl in enumerate(impls)}
+    markers = {run: _RUN_MARKERS[i % len(_RUN_MARKERS)] for i, run in enumerate(runs)}
+    return sorted((Point(t, r, f"{t.impl} @ {named.of(t.source)}" if len(runs) > 1 else t.impl,
+                         colours[t.impl], markers[run_of(t.source)]) for t, r in found),
+                  key=lambda p: (impls.index(p.timing.impl), runs.index(run_of(p.timing.source))))
+
+
+def speedup_chart(timings: list[Timing], named: Runs, layout: Layout = WIDE) -> Plot | None:
+    """Speed-up over the baseline per workload, with its 95% interval where the input has one:
+    one panel per (metric, device), a row per workload, a marker per implementation and run.
+
+    A filled marker's interval excludes 1 (significant); a hollow one is within noise, not
+    judged (a busy machine, bimodal samples) or has no interval. Non-conforming results have no
+    speed-up and are not drawn. Log scale, 1 (the baseline) marked.
+    """
+    points = speedup_points(timings, named)
     if not points:
         return None
-    panels = list(dict.fromkeys((t.metric, t.device) for t, _ in points))
-    runs = {(t.source.machine, t.source.commit) for t, _ in points}
-    names = list(dict.fromkeys(_series_label(t, runs) for t, _ in points))
-    colours = {name: f"C{i % 10}" for i, name in enumerate(names)}   # one colour per series
+    panels = list(dict.fromkeys((p.timing.metric, p.timing.device) for p in points))
+    series = list(dict.fromkeys(p.series for p in points))
     columns = min(layout.columns, len(panels))
     grid_rows = (len(panels) + columns - 1) // columns
-    longest = max(len({t.workload for t, _ in points if (t.metric, t.device) == p})
-                  for p in panels)
-    height = 0.9 + (0.3 + 0.06 * len(names)) * longest
-    fig = Figure(figsize=(layout.width_in, 0.6 + height * grid_rows), dpi=layout.dpi,
-                 layout="constrained")
+    longest = max(len({p.timing.workload for p in points
+                       if (p.timing.metric, p.timing.device) == panel}) for panel in panels)
+    height = 0.9 + (0.3 + 0.06 * len(series)) * longest
+    fig = Figure(figsize=(layout.width_in, 0.8 + height * grid_rows + 0.17 * len(series)),
+                 dpi=layout.dpi, layout="constrained")
     axes = fig.subplots(grid_rows, columns, squeeze=False).ravel()
     for ax, (metric, device) in zip(axes, panels):
-        cell = [(t, r) for t, r in points if (t.metric, t.device) == (metric, device)]
-        workloads = list(dict.fromkeys(t.workload for t, _ in cell))
-        series = [n for n in names if any(_series_label(t, runs) == n for t, _ in cell)]
-        step = min(0.8 / max(len(series), 1), 0.2)
-        for k, name in enumerate(series):
-            mine = [(t, r) for t, r in cell if _series_label(t, runs) == name]
-            offset = (k - (len(series) - 1) / 2) * step
-            for t, r in mine:
-                y = workloads.index(t.workload) + offset
-                if r.ci:
-                    ax.errorbar([r.value], [y], xerr=[[r.value - r.ci[0]], [r.ci[1] - r.value]],
-                                color=colours[name], linewidth=1, capsize=2)
-                ax.plot([r.value], [y], "o", color=colours[name], markersize=5,
-                        markerfacecolor="white" if r.within_noise or r.not_judged
-                        else colours[name])
+        cell = [p for p in points if (p.timing.metric, p.timing.device) == (metric, device)]
+        workloads = list(dict.fromkeys(p.timing.workload for p in cell))
+        shown = [name for name in series if any(p.series == name for p in cell)]
+        step = min(0.8 / max(len(shown), 1), 0.2)
+        for p in cell:
+            r = p.ratio
+            y = (workloads.index(p.timing.workload)
+                 + (shown.index(p.series) - (len(shown) - 1) / 2) * step)
+            if r.ci:
+                ax.errorbar([r.value], [y], xerr=[[r.value - r.ci[0]], [r.ci[1] - r.value]],
+                            color=p.colour, linewidth=1, capsize=2)
+            ax.plot([r.value], [y], p.marker, color=p.colour, markersize=5,
+                    markerfacecolor=p.colour if p.significant else "white")
         ax.axvline(1.0, color="black", linewidth=0.8)
         ax.set_xscale("log")
-        values = [v for _, r in cell for v in (r.value, *(r.ci or ()))]
+        values = [v for p in cell for v in (p.ratio.value, *(p.ratio.ci or ()))]
         reach = max(max(v, 1 / v) for v in values) ** 1.15
         ax.set_xlim(1 / max(reach, 1.5), max(reach, 1.5))
         _log_ticks(ax.xaxis, lambda v: f"{v:g}x")
         ax.set_yticks(range(len(workloads)), workloads, fontsize=8)
         ax.set_ylim(len(workloads) - 0.5, -0.5)
         ax.set_title(f"{metric} on {device or 'unknown device'}", fontsize=10)
-        ax.set_xlabel(f"speed-up over {BASELINE} (> 1 faster; hollow: no claim)",
-                      fontsize=8)
+        ax.set_xlabel(f"speed-up over {BASELINE} (> 1 faster)", fontsize=8)
     for ax in axes[len(panels):]:
         ax.set_visible(False)
-    # One legend for every panel, under them, so it never covers a marker.
-    handles = [Line2D([], [], marker="o", linestyle="", color=colours[n]) for n in names]
-    fig.legend(handles, names, loc="outside lower center", fontsize=7,
-               ncols=min(len(names), 3 if layout.columns > 1 else 1))
+    # One legend for every panel, under them, so it never covers a marker: a line per series
+    # (colour: implementation, marker: run), then what filled and hollow mean.
+    first = {p.series: p for p in reversed(points)}
+    handles = [Line2D([], [], marker=first[name].marker, linestyle="", color=first[name].colour)
+               for name in series]
+    handles += [Line2D([], [], marker="o", linestyle="", color="grey"),
+                Line2D([], [], marker="o", linestyle="", color="grey", markerfacecolor="white")]
+    labels = series + ["filled: 95% interval excludes 1 (significant)",
+                       "hollow: within noise, not judged, or no interval"]
+    # one column on a phone; on a page three, or two where series name their runs
+    columns = 1 if layout.columns == 1 else 2 if max(map(len, series)) > 40 else 3
+    fig.legend(handles, labels, loc="outside lower center", fontsize=7, ncols=columns)
     return Plot("speedup",
                 f"Speed-up over {BASELINE} per workload with 95% intervals (> 1 is faster; "
-                "log scale; hollow markers are within noise or not judged; non-conforming "
-                "results not drawn)",
-                _png(fig))
+                "log scale; filled markers are significant, hollow ones within noise, not "
+                "judged or without an interval; non-conforming results not drawn)", _png(fig))
 
 
-def scaling_chart(timings: list[Timing], layout: Layout = WIDE) -> Plot | None:
-    """Median time against sequence length, batch and hidden size where the data has series."""
+def scaling_chart(timings: list[Timing], named: Runs, layout: Layout = WIDE) -> Plot | None:
+    """Median time against sequence length, batch and hidden size where the data has series,
+    a line per series and run."""
     series = analysis.scaling_series(timings)
     if not series:
         return None
+    several = len({s.path for s in series}) > 1
     panels = list(dict.fromkeys((s.axis, s.metric, s.device) for s in series))
     cols = min(len(panels), layout.columns)
     rows = (len(panels) + cols - 1) // cols
     fig = Figure(figsize=(layout.width_in, 0.5 + 3.6 * rows), dpi=layout.dpi,
                  layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    sources = {t.source.path: t.source for t in timings}
     for ax, (axis, metric, device) in zip(axes, panels):
         sizes = set()
         for s in series:
             if (s.axis, s.metric, s.device) == (axis, metric, device):
                 xs, ys = zip(*s.points)
-                ax.plot(xs, ys, marker="o", label=s.label)
+                label = f"{s.label} @ {named.of(sources[s.path])}" if several else s.label
+                ax.plot(xs, ys, marker="o", label=textwrap.fill(label, 60, break_on_hyphens=False))
                 sizes.update(xs)
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -203,56 +257,88 @@ def scaling_chart(timings: list[Timing], layout: Layout = WIDE) -> Plot | None:
                 _png(fig))
 
 
-def device_chart(timings: list[Timing], layout: Layout = WIDE) -> Plot | None:
-    """CPU and GPU side by side for every (impl, workload, metric) measured on both.
-
-    The two may come from different machines (a CPU box and a GPU box); the label says which.
-    """
-    by_key: dict[tuple, dict[str, tuple[str, float]]] = {}
+def device_chart(timings: list[Timing], named: Runs, layout: Layout = WIDE) -> Plot | None:
+    """CPU and GPU side by side for every (impl, workload, metric) measured on both: a bar per
+    run that timed it, one colour per run (its machine and device in the legend)."""
+    by_key: dict[tuple, dict] = {}
     for t in timings:
         if t.status == "ok" and t.median_s:
-            family = "cuda" if t.device.startswith("cuda") else t.device
             by_key.setdefault((t.impl, t.workload, t.metric, t.dtype), {}).setdefault(
-                family, (t.source.machine, t.median_s))
-    pairs = {k: v for k, v in by_key.items() if {"cpu", "cuda"} <= set(v)}
+                run_of(t.source), t)
+    families = {key: {"cuda" if t.device.startswith("cuda") else t.device for t in row.values()}
+                for key, row in by_key.items()}
+    pairs = {key: row for key, row in by_key.items() if {"cpu", "cuda"} <= families[key]}
     if not pairs:
         return None
-    labels = [" / ".join(k[:3]) + ("" if v["cpu"][0] == v["cuda"][0]
-                                   else f" ({v['cpu'][0]} vs {v['cuda'][0]})")
-              for k, v in pairs.items()]
+    runs = [run for run in named.all if any(run in row for row in pairs.values())]
+    devices = {run: next(t.device for row in pairs.values() for r, t in row.items() if r == run)
+               for run in runs}
+    labels = [" / ".join(key[:3]) for key in pairs]
     if layout.columns == 1:     # a phone: labels on two lines, leaving room for the bars
-        labels = [textwrap.fill(label, 24) for label in labels]
-    per_pair = 0.32 if layout.columns > 1 else 0.55
-    fig = Figure(figsize=(layout.width_in, 1.5 + per_pair * len(pairs)), dpi=layout.dpi,
-                 layout="constrained")
+        labels = [textwrap.fill(label, 24, break_on_hyphens=False) for label in labels]
+    per_pair = (0.16 if layout.columns > 1 else 0.28) * (len(runs) + 0.5)
+    fig = Figure(figsize=(layout.width_in, 1.5 + 0.2 * len(runs) + per_pair * len(pairs)),
+                 dpi=layout.dpi, layout="constrained")
     ax = fig.subplots()
-    ys = range(len(pairs))
-    for offset, family, name in ((-0.2, "cpu", "CPU"), (0.2, "cuda", "GPU (cuda)")):
-        ax.barh([y + offset for y in ys], [v[family][1] for v in pairs.values()], 0.4, label=name)
+    height = 0.8 / len(runs)
+    for i, run in enumerate(runs):
+        ys = [y + (i - (len(runs) - 1) / 2) * height
+              for y, row in enumerate(pairs.values()) if run in row]
+        ax.barh(ys, [row[run].median_s for row in pairs.values() if run in row], height,
+                label=textwrap.fill(f"{devices[run]}: {named.label(run)}", 60,
+                                          break_on_hyphens=False))
     ax.set_xscale("log")
-    _log_ticks(ax.xaxis, seconds, (1.0, 2.0, 5.0) if layout.columns > 1 else (1.0,))
-    ax.set_yticks(list(ys), labels, fontsize=8 if layout.columns > 1 else 7)
+    _log_ticks(ax.xaxis, seconds)
+    ax.set_yticks(range(len(pairs)), labels, fontsize=8 if layout.columns > 1 else 7)
     ax.invert_yaxis()
     ax.set_xlabel("median time (log scale)")
-    ax.legend(fontsize=8)
-    return Plot("devices", "CPU and GPU side by side (median time, shorter is faster)", _png(fig))
+    fig.legend(loc="outside lower center", fontsize=7, ncols=1)
+    return Plot("devices", "CPU and GPU side by side (median time per run, shorter is faster)",
+                _png(fig))
 
 
-def _log_ticks(axis, text, subs=(1.0, 2.0, 5.0)) -> None:
-    """Ticks at `subs` (1, 2 and 5) per decade labelled by `text(value)`: readable over a few
-    decades."""
-    axis.set_major_locator(ticker.LogLocator(base=10, subs=subs))
+def _log_ticks(axis, text) -> None:
+    """A log axis labelled by `text(value)` with only the labels its length has room for: a
+    label per decade, fewer where decades are too many (matplotlib's LogLocator strides them
+    by the axis' room), and at 2 and 5 between decades where those fit too."""
+    axis.set_major_locator(ticker.LogLocator(base=10, subs=(1.0,)))
+    axis.set_minor_locator(ticker.LogLocator(base=10, subs=(2.0, 5.0)))
     axis.set_major_formatter(ticker.FuncFormatter(lambda value, _: text(value)))
-    axis.set_minor_formatter(ticker.NullFormatter())
+    axis.set_minor_formatter(_BetweenDecades(text))
 
 
-def _series_label(t: Timing, runs: set[tuple[str, str]]) -> str:
-    """The implementation, with its machine (and commit) where the plot has several runs."""
-    if len(runs) < 2:
-        return t.impl
-    if len({machine for machine, _ in runs}) < len(runs):
-        return f"{t.impl} @ {t.source.machine} {t.source.commit[:8]}".rstrip()
-    return f"{t.impl} @ {t.source.machine}"
+class _BetweenDecades(ticker.Formatter):
+    """The labels of the ticks at 2 and 5 between decades: shown only when the closest two
+    labels of the axis (1 to 2, 5 to 10: a third of a decade apart) fit with a gap of about a
+    character between them, their extent measured in the axis' font; else none, and the
+    decades alone are labelled."""
+
+    def __init__(self, text):
+        self.text = text
+        self.fits = False
+
+    def set_locs(self, locs) -> None:
+        super().set_locs(locs)
+        lo, hi = sorted(self.axis.get_view_interval())
+        shown = [v for v in [*locs, *self.axis.get_majorticklocs()] if lo <= v <= hi]
+        if not 0 < lo < hi or not shown:
+            self.fits = False
+            return
+        font = FontProperties(size=self.axis.majorTicks[0].label1.get_fontsize())
+        extents = [TextToPath().get_text_width_height_descent(self.text(v), font, ismath=False)
+                   for v in shown]
+        horizontal = self.axis.axis_name == "x"
+        # a label's extent along the axis, in points: its width on x, its height on y
+        extent = max(width if horizontal else height + descent
+                     for width, height, descent in extents)
+        box = self.axis.axes.get_window_extent()
+        points_per_pixel = 72 / self.axis.get_figure(root=True).dpi
+        length = (box.width if horizontal else box.height) * points_per_pixel
+        closest = length * math.log10(2) / math.log10(hi / lo)
+        self.fits = closest >= extent + 0.8 * font.get_size_in_points()
+
+    def __call__(self, value, pos=None) -> str:
+        return self.text(value) if self.fits else ""
 
 
 def _png(fig: Figure) -> bytes:

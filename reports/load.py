@@ -15,20 +15,26 @@ from __future__ import annotations
 
 import ast
 import datetime
+import functools
 import hashlib
 import itertools
 import json
 import math
 import os
+import re
 from pathlib import Path
 
 from rnnbench.benchmarks.result import MEASURED, InvalidResult
 from rnnbench.errors import UsageError
 from rnnbench.reports.records import SIZE_FIELDS, Check, Duplicate, Results, Source, Timing, Unplaced
-from rnnbench.documents import BENCH_SCHEMA, BENCH_SCHEMAS, CONFORMANCE_SCHEMA, read_json
+from rnnbench.documents import (BENCH_SCHEMA, BENCH_SCHEMAS, CONFORMANCE_SCHEMA, NOT_SELECTED,
+                                read_json)
 from rnnbench.suites.results import ConformanceRun
 
 ASV_RESULTS_VERSION = 2          # asv 0.6's results file format
+ASV_PRESET = "quick"             # the workloads of rnnbench's asv suite (benchmarks/asv_rnn.py)
+# The asv version of rnnbench's benchmarks: "rnnbench <version>; suite <hash>".
+_ASV_SUITE_VERSION = re.compile(r"rnnbench (\S+);")
 ASV_METADATA_FILES = ("machine.json", "benchmarks.json")
 # asv benchmark type -> the Timing number its value is (track_ benchmarks: see _ASV_TRACKED).
 _ASV_TYPE_PREFIXES = {"time": "median_s", "peakmem": "peak_mem_bytes", "track": None}
@@ -139,7 +145,7 @@ def _load_conformance(path: Path, data: dict) -> Results:
     environment = run.environment or {}
     settings = {"device": run.device, "quick": run.quick, "seed": run.seed, "kinds": run.kinds}
     source = Source(str(path), "conformance", _hostname(environment), environment,
-                    target=run.target, interrupted=run.interrupted, error=run.error,
+                    time=_time_of(path, environment.get("date")), target=run.target, interrupted=run.interrupted, error=run.error,
                     quick=run.quick, settings=settings,
                     not_supported_features=run.not_supported_features, param_map=run.param_map)
     results = Results(sources=[source], unplaced=[
@@ -156,7 +162,7 @@ def _load_bench(path: Path, data: dict) -> Results:
     # The document lists its workloads (name, config, batch, steps): sizes for scaling curves.
     workloads = {w.get("name"): w for w in data.get("workloads") or [] if isinstance(w, dict)}
     source = Source(str(path), "bench", _hostname(environment), environment,
-                    settings=_bench_settings(data),
+                    time=_time_of(path, environment.get("date")), settings=_bench_settings(data),
                     machine_check=_dict_or_empty(data.get("machine_check")))
     results = Results(sources=[source])
     for i, item in enumerate(_list_field(data, "results")):
@@ -212,7 +218,7 @@ def _load_pytest_benchmark(path: Path, data: dict) -> Results:
     environment = {k: v for k, v in environment.items() if v is not None}
     source = Source(str(path), "pytest-benchmark",
                     str(machine_info.get("node") or environment.get("hostname") or "unknown"),
-                    environment)
+                    environment, time=_time_of(path, data.get("datetime")))
     results = Results(sources=[source])
     for i, bench in enumerate(benchmarks):
         where = str(bench.get("fullname") or bench.get("name") or f"benchmarks[{i}]") \
@@ -251,10 +257,13 @@ def _load_asv(path: Path, data: dict) -> Results:
                     f"this reads version {ASV_RESULTS_VERSION} (asv 0.6)")
     params = _dict_field(data, "params")
     environment = {**params, "commit": data.get("commit_hash"), "asv_env": data.get("env_name")}
-    if _is_number(data.get("date")):
-        environment["date"] = datetime.datetime.fromtimestamp(
-            data["date"] / 1000, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    source = Source(str(path), "asv", str(params.get("machine") or "unknown"), environment)
+    version = _asv_rnnbench_version(data)
+    if version:
+        environment["rnnbench"] = version
+    if _is_number(data.get("date")):     # asv's "date" is the commit's, not the run's
+        environment["commit_date"] = _from_milliseconds(data["date"]).isoformat(timespec="seconds")
+    source = Source(str(path), "asv", str(params.get("machine") or "unknown"), environment,
+                    time=_asv_started(data) or _time_of(path, None))
     columns = data["result_columns"]
     rows = data.get("results")
     if not isinstance(columns, list) or not isinstance(rows, dict):
@@ -324,12 +333,79 @@ def _asv_rows(name: str, row: dict, description: dict | None, class_metric: str 
         if value is None:
             yield labels, {"status": "failed", "reason": "asv recorded no result (it failed)"}
         elif isinstance(value, float) and math.isnan(value):
-            yield labels, {"status": "unavailable", "reason": "skipped in asv (NaN result)"}
+            yield labels, _asv_not_run(labels)
         else:
             numbers = {"status": "ok", field: value}
             if field == "median_s" and _is_number(q25) and _is_number(q75):
                 numbers["iqr_s"] = q75 - q25
             yield labels, numbers
+
+
+def _asv_not_run(labels: dict) -> dict:
+    """Why a combination has no value (NaN) in asv's results. asv writes NaN alike for one the
+    suite skipped (setup raised SkipNotImplemented) and for one its run did not select (`asv
+    run --bench REGEX`). rnnbench's declarations tell them apart: a kind or feature the
+    implementation does not support is skipped on every machine; anything else was not
+    selected, unless the implementation was unavailable on that machine (asv cannot say)."""
+    reason = _declared_unsupported(labels["impl"], labels["workload"],
+                                   labels.get("device") or "cpu", labels["metric"])
+    if reason:
+        return {"status": "not_supported", "reason": reason}
+    return {"status": NOT_SELECTED, "reason": "asv ran without it (asv run --bench ...), or "
+                                              "found the implementation unavailable there"}
+
+
+def _declared_unsupported(impl_name: str, workload_name: str, device: str,
+                          metric: str) -> str | None:
+    """What the registered implementation declares it cannot run of this asv combination, or
+    None (also for an implementation or workload rnnbench does not know here)."""
+    from rnnbench.benchmarks.harness import missing_features
+
+    impl, workload = _asv_grid()[0].get(impl_name), _asv_grid()[1].get(workload_name)
+    if impl is None or workload is None:
+        return None
+    if workload.kind not in impl.kinds:
+        return f"{impl.name} provides no {workload.kind!r}"
+    missing = missing_features(impl, workload, device, metric)
+    return f"{impl.name} does not support {', '.join(missing)}" if missing else None
+
+
+@functools.cache
+def _asv_grid() -> tuple[dict, dict]:
+    """The implementations and workloads rnnbench's asv suite is parametrised over, by name."""
+    from rnnbench.benchmarks.workloads import load_workloads
+    from rnnbench.impls import registered
+
+    return registered(), {w.name: w for w in load_workloads(preset=ASV_PRESET)}
+
+
+def _asv_started(data: dict) -> datetime.datetime | None:
+    """When asv's run started: its first benchmark's start (asv records each one's)."""
+    columns, rows = data.get("result_columns"), data.get("results")
+    if not isinstance(columns, list) or "started_at" not in columns or not isinstance(rows, dict):
+        return None
+    index = columns.index("started_at")
+    starts = [row[index] for row in rows.values()
+              if isinstance(row, list) and len(row) > index and _is_number(row[index])]
+    return _from_milliseconds(min(starts)) if starts else None
+
+
+def _from_milliseconds(value: float) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(value / 1000, datetime.timezone.utc)
+
+
+def _asv_rnnbench_version(data: dict) -> str:
+    """The rnnbench version asv recorded with the benchmarks' results (their version), or ""."""
+    columns = data.get("result_columns")
+    if not isinstance(columns, list) or "version" not in columns:
+        return ""
+    index = columns.index("version")
+    for row in (data.get("results") or {}).values():
+        version = row[index] if isinstance(row, list) and len(row) > index else None
+        match = _ASV_SUITE_VERSION.match(version) if isinstance(version, str) else None
+        if match:
+            return match.group(1)
+    return ""
 
 
 def _asv_benchmarks_json(path: Path) -> dict:
@@ -354,6 +430,23 @@ def _asv_param(text):
 
 def _hostname(environment: dict) -> str:
     return str(environment.get("hostname") or environment.get("node") or "unknown")
+
+
+def _time_of(path: Path, recorded) -> datetime.datetime | None:
+    """When a file's results were measured, in UTC: the ISO time it records (a time without a
+    zone is UTC), else its modification time (when the run wrote it)."""
+    if isinstance(recorded, str):
+        try:
+            when = datetime.datetime.fromisoformat(recorded.replace("Z", "+00:00"))
+        except ValueError:
+            when = None
+        if when is not None:
+            return when.replace(tzinfo=when.tzinfo or datetime.timezone.utc).astimezone(
+                datetime.timezone.utc)
+    try:
+        return datetime.datetime.fromtimestamp(path.stat().st_mtime, datetime.timezone.utc)
+    except OSError:
+        return None
 
 
 def _required_str(item, name: str) -> str:

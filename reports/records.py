@@ -6,6 +6,7 @@ lists, so nothing read is ever dropped silently.
 """
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass, field
 
 from rnnbench.benchmarks.result import BenchResult
@@ -22,6 +23,8 @@ class Source:
     path: str
     format: str              # "conformance" | "bench" | "pytest-benchmark" | "asv"
     machine: str
+    # When it was measured (UTC): as the file records it, else the file's modification time.
+    time: datetime.datetime | None = field(default=None, kw_only=True)
     environment: dict = field(default_factory=dict, compare=False, hash=False)
     target: str = ""         # conformance files: the implementation checked (even with no checks)
     interrupted: bool = False  # the run that wrote the file was interrupted: results incomplete

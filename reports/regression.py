@@ -199,18 +199,18 @@ def format_changes(changes: list[Change], gate: Gate = Gate()) -> str:
     judged = [c for c in changes if c.verdict not in (NOT_JUDGED, "non-conforming")]
     rules = {rule: sum(c.rule == rule for c in judged) for rule in RULES}
     if rules[RANK_TEST_NATIVE]:
-        lines.append(f"{rules[RANK_TEST_NATIVE]} judged by the rank test against native: the "
-                     "samples as ratios to their run's native median, one-sided Mann-Whitney U, "
-                     f"p < {gate.alpha:g}")
+        lines += _wrapped(f"{rules[RANK_TEST_NATIVE]} judged by the rank test against native: "
+                          "the samples as ratios to their run's native median, one-sided "
+                          f"Mann-Whitney U, p < {gate.alpha:g}")
     if rules[RANK_TEST]:
-        lines.append(f"{rules[RANK_TEST]} judged by the rank test: one-sided Mann-Whitney U on "
-                     f"the raw samples, p < {gate.alpha:g}")
+        lines += _wrapped(f"{rules[RANK_TEST]} judged by the rank test: one-sided Mann-Whitney "
+                          f"U on the raw samples, p < {gate.alpha:g}")
     if rules[IQR_RULE]:
-        lines.append(f"{rules[IQR_RULE]} judged by the IQR rule (no raw samples, e.g. bench/1): "
-                     "changes inside the IQR are noise")
+        lines += _wrapped(f"{rules[IQR_RULE]} judged by the IQR rule (no raw samples, e.g. "
+                          "bench/1): changes inside the IQR are noise")
     if counts[NOT_JUDGED]:
-        lines.append(f"{counts[NOT_JUDGED]} not judged: timed on a busy machine, or with bimodal "
-                     "samples (some calls ran at another speed)")
+        lines += _wrapped(f"{counts[NOT_JUDGED]} not judged: timed on a busy machine, or with "
+                          "bimodal samples (some calls ran at another speed)")
     failing = ", ".join(f"{counts[v]} {v}" for v in gate.gating() if counts[v])
     unsure = ", ".join(f"{counts[v]} {v}" for v in gate.inconclusive() if counts[v])
     if failing:
@@ -246,6 +246,11 @@ def environment_lines(base_env: dict, head_env: dict, changes: list[Change]) -> 
     if noted:
         lines.append("note: BASE and HEAD differ in " + "; ".join(noted))
     return [textwrap.fill(line, WIDTH, subsequent_indent="  ") for line in lines]
+
+
+def _wrapped(text: str) -> list[str]:
+    """A sentence of the output in lines of at most WIDTH columns."""
+    return textwrap.wrap(text, WIDTH, subsequent_indent="  ", break_on_hyphens=False)
 
 
 def _judge(key: tuple, base: Timing, head: Timing, gate: Gate, base_samples, head_samples,

@@ -1,7 +1,8 @@
 """Writing a report: `report.md` (tabulate), a self-contained `index.html`, and the figures.
 
-Escaping is done here, once, for every string that goes out: HTML-escaped in index.html, and in
-report.md HTML-escaped plus Markdown's own metacharacters backslash-escaped, so a name such as
+Escaping is done here, once, for every string that goes out: index.html is a jinja2 template
+(templates/report.html.j2) that autoescapes every value, and report.md HTML-escapes plus
+backslash-escapes Markdown's own metacharacters (`md_escape`), so a name such as
 `<script>alert(1)</script>` is shown as text and never becomes markup or a link. The HTML loads
 nothing from the network (plots are inline base64 PNG) and carries a Content-Security-Policy that
 forbids scripts outright.
@@ -13,11 +14,13 @@ from __future__ import annotations
 
 import base64
 import datetime
+import functools
 import html
 import os
 import re
 from pathlib import Path
 
+import jinja2
 from tabulate import tabulate
 
 import rnnbench
@@ -31,6 +34,7 @@ from rnnbench.documents import write_atomic
 
 TITLE = "rnnbench report"
 FIGURE_DIR = "figures"
+TEMPLATES = Path(__file__).parent / "templates"
 NARROW_SCREEN_PX = 700
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]|~])")
 # Cell texts that get a colour in HTML (first word of the cell).
@@ -39,32 +43,6 @@ _CELL_CLASSES = {"conforms": "good", "conforms:": "good", "ok": "good", "DOES": 
                  "could": "bad", "NON-CONFORMING": "bad", "NON-CONFORMING:": "bad",
                  "not": "muted", "≈": "muted", "noisy": "warn", "noisy;": "warn"}
 _CALLOUT_CLASSES = {"warning": "warning", "note": "info"}
-_CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
-_CSS = f"""
-body {{ font-family: system-ui, sans-serif; margin: 0 auto; max-width: 1400px; padding: 0 1.5em;
-       color: #222; overflow-wrap: anywhere; }}
-h1 {{ margin-bottom: 0.2em; }} h2 {{ border-bottom: 1px solid #ccc; margin-top: 2em; }}
-nav a {{ margin-right: 1em; display: inline-block; }}
-.scroll {{ overflow-x: auto; max-width: 100%; }}
-table {{ border-collapse: collapse; font-size: 13px; margin: 0.3em 0 1em; }}
-th, td {{ border: 1px solid #ccc; padding: 3px 6px; text-align: left; vertical-align: top; }}
-td {{ min-width: 4em; max-width: 36em; overflow-wrap: break-word; }}
-th {{ background: #f2f2f2; white-space: nowrap; }}
-td.good {{ background: #e3f4e3; }} td.bad {{ background: #fbe1e1; }}
-td.warn {{ background: #fff3cd; }} td.muted {{ color: #555; }}
-p.note {{ color: #555; font-size: 13px; margin: 0; }}
-p.callout {{ padding: 0.5em 0.8em; border-left: 4px solid; margin: 0.6em 0; }}
-p.warning {{ background: #fff3cd; border-color: #d39e00; }}
-p.info {{ background: #e8f0fb; border-color: #5b8bd0; }}
-figure {{ margin: 1em 0; }} figure img {{ max-width: 100%; height: auto; border: 1px solid #eee; }}
-figcaption {{ font-size: 13px; color: #555; }}
-@media (max-width: {NARROW_SCREEN_PX}px) {{
-  body {{ padding: 0 0.6em; }} h1 {{ font-size: 1.5em; }} h2 {{ font-size: 1.25em; }}
-  table {{ font-size: 12px; width: max-content; }} td {{ max-width: 16em; }}
-  table.fit {{ width: auto; }}
-  p.callout {{ font-size: 0.9em; padding: 0.35em 0.6em; }}
-}}
-"""
 
 
 def render_report(inputs, out_dir: str | os.PathLike) -> dict[str, Path]:
@@ -122,30 +100,24 @@ def render_markdown(sections: list[Section], plots: dict[str, Plot], subtitle: s
 
 def render_html(sections: list[Section], plots: dict[str, Plot], subtitle: str = "",
                 narrow: dict[str, Plot] | None = None) -> str:
-    """The report as one self-contained HTML page: inline CSS, inline PNG plots, no scripts.
-    `narrow` holds the plots' phone layouts, shown on screens below NARROW_SCREEN_PX."""
-    nav = " ".join(f'<a href="#s{i}">{_h(s.title)}</a>' for i, s in enumerate(sections))
-    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-             f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">',
-             '<meta name="viewport" content="width=device-width, initial-scale=1">',
-             f"<title>{_h(TITLE)}</title><style>{_CSS}</style></head><body>",
-             f"<h1>{_h(TITLE)}</h1><p class=\"note\">{_h(subtitle)}</p><nav>{nav}</nav>"]
-    for i, section in enumerate(sections):
-        parts.append(f'<section id="s{i}"><h2>{_h(section.title)}</h2>')
-        for block in section.blocks:
-            if isinstance(block, Table):
-                parts.append(_html_table(block))
-            elif isinstance(block, PlotRef):
-                if block.name in plots:
-                    parts.append(_html_figure(plots[block.name], (narrow or {}).get(block.name)))
-            elif isinstance(block, Callout):
-                parts.append(f'<p class="callout {_CALLOUT_CLASSES[block.level]}"><strong>'
-                             f"{_h(block.level.capitalize())}:</strong> {_h(block.text)}</p>")
-            else:
-                parts.append(f"<p>{_h(block)}</p>")
-        parts.append("</section>")
-    parts.append("</body></html>")
-    return "\n".join(parts)
+    """The report as one self-contained HTML page (templates/report.html.j2): inline CSS,
+    inline PNG plots, no scripts. `narrow` holds the plots' phone layouts, shown on screens
+    below NARROW_SCREEN_PX."""
+    return _templates().get_template("report.html.j2").render(
+        title=TITLE, subtitle=subtitle, sections=sections, plots=plots, narrow=narrow or {},
+        narrow_screen_px=NARROW_SCREEN_PX, callout_classes=_CALLOUT_CLASSES)
+
+
+@functools.cache
+def _templates() -> jinja2.Environment:
+    """The HTML templates, every value autoescaped; tests tell the content's blocks apart."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+                             undefined=jinja2.StrictUndefined)
+    env.tests.update(table=lambda block: isinstance(block, Table),
+                     plot=lambda block: isinstance(block, PlotRef),
+                     callout=lambda block: isinstance(block, Callout))
+    env.filters.update(cell_class=_cell_class, data_url=_data_url)
+    return env
 
 
 def md_escape(text: str) -> str:
@@ -154,34 +126,14 @@ def md_escape(text: str) -> str:
     return _MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(text.splitlines()))
 
 
-def _h(text) -> str:
-    return html.escape(str(text), quote=True)
-
-
-def _html_figure(plot: Plot, narrow: Plot | None) -> str:
-    source = (f'<source media="(max-width: {NARROW_SCREEN_PX}px)" srcset="{_data_url(narrow)}">'
-              if narrow else "")
-    return (f'<figure><picture>{source}<img src="{_data_url(plot)}" alt="{_h(plot.title)}">'
-            f"</picture><figcaption>{_h(plot.title)}</figcaption></figure>")
-
-
 def _data_url(plot: Plot) -> str:
     return "data:image/png;base64," + base64.b64encode(plot.png).decode("ascii")
 
 
-def _html_table(table: Table) -> str:
-    head = "".join(f"<th>{_h(h)}</th>" for h in table.headers)
-    body = "".join("<tr>" + "".join(_html_cell(c) for c in row) + "</tr>" for row in table.rows)
-    note = f'<p class="note">{_h(table.note)}</p>' if table.note else ""
-    css = ' class="fit"' if table.fit else ""
-    return (f"<h3>{_h(table.title)}</h3>{note}<div class=\"scroll\"><table{css}><thead><tr>{head}"
-            f"</tr></thead><tbody>{body}</tbody></table></div>")
-
-
-def _html_cell(text: str) -> str:
+def _cell_class(text: str) -> str | None:
+    """The CSS class of a table cell, by its first word (a verdict, a status, a note)."""
     words = str(text).split(maxsplit=1)
-    css = _CELL_CLASSES.get(words[0]) if words else None
-    return f'<td class="{css}">{_h(text)}</td>' if css else f"<td>{_h(text)}</td>"
+    return _CELL_CLASSES.get(words[0]) if words else None
 
 
 def _subtitle() -> str:

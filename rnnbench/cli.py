@@ -87,6 +87,7 @@ def _available_commands() -> dict[str, str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    # prog is fixed: `python -m rnnbench` would otherwise call itself "__main__.py"
     parser = Parser(prog="rnnbench", description=DESCRIPTION, epilog=EPILOG,
                     formatter_class=Formatter)
     parser.add_argument("--version", action="version", version=f"rnnbench {rnnbench.__version__}",

@@ -20,6 +20,8 @@ BENCH_SCHEMAS = (BENCH_SCHEMA, "rnnbench.bench/1")
 # xfail / xpass: a failure, or a pass, of a check listed as a known failure (suites/known.py).
 OUTCOMES = ("passed", "failed", "not_supported", "error", "xfail", "xpass")
 STATUSES = ("ok", "unavailable", "not_supported", "failed")
+# A status of asv results only: a parameter combination that asv's run did not select.
+NOT_SELECTED = "not_selected"
 # The implementation every speed-up is relative to (the bench document's "vs_native").
 BASELINE = "native"
 

@@ -1,6 +1,7 @@
 """The environment a result was measured in, captured with every results file."""
 from __future__ import annotations
 
+import datetime
 import os
 import platform
 import subprocess
@@ -39,13 +40,15 @@ def source_commit(root: Path = SOURCE_ROOT) -> str | None:
 
 
 def capture() -> dict:
-    """Versions, the commit measured, hardware and thread settings, as a JSON-ready dict."""
+    """When (UTC), versions, the commit measured, hardware and thread settings, as a
+    JSON-ready dict."""
     import torch
 
     import rnnbench
 
     cuda = torch.cuda.is_available()
     return {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "rnnbench": rnnbench.__version__,
         "commit": source_commit(),
         "python": platform.python_version(),

@@ -66,7 +66,10 @@ bench() {   # DEVICE
         factor=$(awk -v pct="${THRESHOLD%\%}" 'BEGIN { print 1 + pct / 100 }')
         asv compare --split --factor "$factor" --machine "$MACHINE" "$previous" "$head" \
             | tee "$RESULTS/asv-compare-$device.txt"
-        grep -q "Benchmarks that have got worse" "$RESULTS/asv-compare-$device.txt" \
+        # A regression is a row asv marks + (slower, bigger) or ! (failing now) of a time_,
+        # peakmem_ or track_first_call_s benchmark: asv marks a higher track_gflops + as well.
+        grep -qE '^\| [+!] +\|.*\.(time_|peakmem_|track_first_call_s)' \
+            "$RESULTS/asv-compare-$device.txt" \
             && fail "asv: benchmarks got worse since ${previous:0:8}"
     fi
     echo "$head" > "$STATE/last-commit"

@@ -26,6 +26,7 @@ from tabulate import tabulate
 from rnnbench.findings import DIAGNOSES, group_failures, strip_addresses, unsupported_features
 from rnnbench.suites.divergence import describe
 from rnnbench.suites.results import CheckResult, ConformanceRun
+from rnnbench.wording import counted, shorten
 
 # Worst first: a group of results shows its worst outcome.
 SEVERITY = ("error", "failed", "xpass", "xfail", "not_supported", "passed")
@@ -33,8 +34,7 @@ LABELS = {"failed": "FAILED", "error": "ERROR", "not_supported": "NOT SUPPORTED"
           "xfail": "xfail", "xpass": "XPASS"}
 TALLY = {"passed": "passed", "failed": "failed", "not_supported": "not supported", "error": "error",
          "xfail": "known failures", "xpass": "passed though listed as known failures"}
-MESSAGE_WIDTH = 60
-WIDTH = 100  # columns of the findings and what was not supported
+WIDTH = 100  # columns of everything printed
 SHOWN_FINDINGS = 10
 
 
@@ -60,8 +60,8 @@ def findings(doc: ConformanceRun) -> list[str]:
     for number, group in enumerate(groups[:SHOWN_FINDINGS], 1):
         kinds = f" ({', '.join(group.kinds)})" if several_kinds else ""
         tag = f" [{group.diagnosis}]" if group.diagnosis else ""
-        checks = f"{group.count} check{'s' * (group.count != 1)}"
-        lines.append(f"{number:2d}. {_short(group.sentence, 70)}{tag}: {checks}{kinds}")
+        lines += _wrapped(f"{group.sentence}{tag}: {counted(group.count, 'check')}{kinds}",
+                          f"{number:2d}. ", "    ")
         example = group.example
         lines += _wrapped(f"e.g. {example.check}: {strip_addresses(example.message)}",
                           "    ", "         ")
@@ -124,8 +124,8 @@ def not_supported(doc: ConformanceRun) -> list[str]:
     lines = ["Not supported (these checks were skipped, not failed):"]
     for feature, entry in skipped.items():
         reason = f": {entry['reason']}" if entry["reason"] else ""
-        count = f"{entry['checks']} check{'s' * (entry['checks'] != 1)}"
-        lines += _wrapped(f"{feature}{reason} ({count})", "   ", "     ")
+        lines += _wrapped(f"{feature}{reason} ({counted(entry['checks'], 'check')})", "   ",
+                          "     ")
     return lines
 
 
@@ -141,8 +141,8 @@ def known_lines(doc: ConformanceRun) -> list[str]:
 def kind_table(results: list[CheckResult], verbose: bool = False) -> str:
     """One kind's results: a row per check (its cases summed up), or per result if `verbose`."""
     if verbose:
-        rows = [[r.check, LABELS[r.outcome], _short(strip_addresses(r.message))] for r in results]
-        return tabulate(rows, headers=["check", "outcome", "message"])
+        rows = [[r.check, LABELS[r.outcome], strip_addresses(r.message)] for r in results]
+        return _fitted(rows, ["check", "outcome", "message"])
     groups: dict[str, list[CheckResult]] = {}
     for result in results:
         groups.setdefault(result.name, []).append(result)
@@ -152,8 +152,8 @@ def kind_table(results: list[CheckResult], verbose: bool = False) -> str:
         passed = sum(r.outcome == "passed" for r in group)
         message = "" if worst.outcome == "passed" else f"{worst.case}: {worst.message}"
         rows.append([name, f"{passed}/{len(group)}", LABELS[worst.outcome],
-                     _short(strip_addresses(message))])
-    return tabulate(rows, headers=["check", "passed", "outcome", "first problem"])
+                     strip_addresses(message)])
+    return _fitted(rows, ["check", "passed", "outcome", "first problem"])
 
 
 def details(result: CheckResult) -> list[str]:
@@ -177,9 +177,11 @@ def details(result: CheckResult) -> list[str]:
     if "expected" in numbers and "actual" in numbers:
         at = ", ".join(map(str, numbers.get("at", [])))
         lines.append(f"  {numbers.get('name', 'value')}[{at}, :{len(numbers['expected'])}]:")
-        lines.append(f"    expected {_values(numbers['expected'])}")
-        lines.append(f"    actual   {_values(numbers['actual'])}")
-    return lines
+        lines += _values("    expected ", numbers["expected"])
+        lines += _values("    actual   ", numbers["actual"])
+    # a long message, configuration or list of inputs continues, indented, on the next lines
+    return [part for line in lines for part in
+            _wrapped(line, "", " " * (len(line) - len(line.lstrip()) + 4))]
 
 
 def report(doc: ConformanceRun, verbose: bool = False) -> str:
@@ -232,8 +234,8 @@ def verdict(doc: ConformanceRun) -> str:
     tally = ", ".join(f"{counts.get(outcome, 0)} {name}" for outcome, name in TALLY.items()
                       if outcome in ("passed", "failed", "not_supported", "error") or counts.get(outcome))
     quick = ", quick case list" if doc.quick else ""
-    return (f"{word}: {doc.target} ({len(doc.results)} checks{quick}: {tally}; "
-            f"{doc.duration_s:.1f} s)")
+    return "\n".join(_wrapped(f"{word}: {doc.target} ({counted(len(doc.results), 'check')}"
+                              f"{quick}: {tally}; {doc.duration_s:.1f} s)", "", "  "))
 
 
 def _wrapped(text: str, first: str, rest: str) -> list[str]:
@@ -242,10 +244,18 @@ def _wrapped(text: str, first: str, rest: str) -> list[str]:
                          break_on_hyphens=False) or [first]
 
 
-def _values(values) -> str:
-    return np.array2string(np.asarray(values, dtype=float), precision=6, separator=", ",
-                           max_line_width=200)
+def _values(prefix: str, values) -> list[str]:
+    """`prefix` and the values as an array, its rows continued under the first within WIDTH."""
+    return (prefix + np.array2string(np.asarray(values, dtype=float), precision=6, separator=", ",
+                                     max_line_width=WIDTH, prefix=prefix)).splitlines()
 
 
-def _short(text: str, width: int = MESSAGE_WIDTH) -> str:
-    return text if len(text) <= width else text[:width - 3] + "..."
+def _fitted(rows: list[list[str]], headers: list[str]) -> str:
+    """A table within WIDTH columns: its last column (a message) shortened at a word to the room
+    the other columns leave."""
+    # tabulate makes a column as wide as its widest cell, and its header plus two
+    widths = [max(len(header) + 2, *map(len, cells))
+              for header, *cells in zip(*(row[:-1] for row in [headers, *rows]))]
+    room = max(WIDTH - sum(widths) - 2 * len(widths), len(headers[-1]) + 2)
+    return tabulate([[*row[:-1], shorten(row[-1], room)] for row in rows], headers=headers,
+                    disable_numparse=True)

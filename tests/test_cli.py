@@ -31,10 +31,18 @@ def test_version(capsys):
     assert code == 0 and out == f"rnnbench {rnnbench.__version__}\n"
 
 
-def test_version_from_the_console_entry_point():
-    done = subprocess.run([sys.executable, "-m", "rnnbench.cli", "--version"],
+@pytest.mark.parametrize("module", ["rnnbench", "rnnbench.cli"])
+def test_version_from_python_dash_m(module):
+    done = subprocess.run([sys.executable, "-m", module, "--version"],
                           capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.strip() == f"rnnbench {rnnbench.__version__}"
+
+
+def test_python_dash_m_rnnbench_is_the_command_with_its_name_and_exit_codes():
+    done = subprocess.run([sys.executable, "-m", "rnnbench", "spec", "rnn", "--input-size", "0",
+                           "--hidden-size", "4"], capture_output=True, text=True)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("rnnbench spec: error: argument --input-size")
 
 
 def test_top_level_help_is_written_for_users(capsys):
@@ -64,6 +72,15 @@ def test_every_option_of_a_command_says_what_it_does_with_an_example(capsys, com
 def test_every_help_fits_100_columns(capsys, command):
     code, out, _ = run_cli(capsys, command, "--help")
     assert code == 0 and widest(out) <= WIDTH
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_help_ends_with_examples_and_the_exit_codes(capsys, command):
+    code, out, _ = run_cli(capsys, command, "--help")
+    examples = out.split("\nexamples:\n", 1)[1]
+    assert code == 0 and examples.lstrip().startswith(f"rnnbench {command}")
+    codes = examples.split("\nexit codes: ", 1)[1]
+    assert "0 " in codes and "2 " in codes
 
 
 # Wrong arguments of the commands: (argv, a fragment of the one-line error).
@@ -98,7 +115,7 @@ BAD = [
     (["spec", "implicit", "--input-size", "3", "--hidden-size", "4"],
      "the implicit kind needs --implicit-size and --output-size"),
     (["spec", "implicit", "--input-size", "3", "--hidden-size", "4", "--implicit-size", "5",
-      "--output-size", "1", "--num-layers", "2"], "--num-layers applies to torch.nn's kinds"),
+      "--output-size", "1", "--num-layers", "2"], "--num-layers is not an option of the implicit"),
     (["spec", "implicit", "--input-size", "3", "--hidden-size", "4", "--implicit-size", "5",
       "--output-size", "1", "--kappa", "1"], "argument --kappa: must be in (0, 1), got 1"),
     (["spec", "implicit", "--input-size", "3", "--hidden-size", "4", "--implicit-size", "5",

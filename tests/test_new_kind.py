@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from rnnbench.benchmarks.harness import run_benchmarks
+from rnnbench.cli import main
 from rnnbench.benchmarks.workloads import workload_from_dict
 from rnnbench.documents import write_json
 from rnnbench.impls import Implementation
@@ -146,3 +147,28 @@ def test_a_benchmark_workload_and_the_report_run_on_the_new_kind(tmp_path):
     written = render_report(load_inputs([tmp_path / "bench.json"]), tmp_path / "report")
     assert "diag-small" in (tmp_path / "report" / "report.md").read_text()
     assert written
+
+
+def test_spec_prints_the_new_kinds_page_from_its_record(capsys):
+    assert main(["spec", "diag", "--input-size", "3", "--hidden-size", "5", "--batch", "2",
+                 "--steps", "4"]) == 0
+    page = capsys.readouterr().out
+    lines = page.splitlines()
+    assert lines[0] == "diag(3->5)" and "diag(input_size=3, hidden_size=5)" in page
+    rows = {line.split()[0]: line.split(None, 1)[1] for line in lines if len(line.split()) > 1}
+    bound = Uniform(-1 / math.sqrt(5), 1 / math.sqrt(5))
+    assert rows["a"].startswith("(5,)") and str(bound) in rows["a"]
+    assert rows["weight"].startswith("(5, 3)") and str(bound) in rows["weight"]
+    assert "total parameters: 20" in page
+    assert rows["input"] == "(4, 2, 3)" and rows["output"] == "(4, 2, 5)"
+    assert rows["h0"] == "(2, 5)" and rows["h_n"] == "(2, 5)"
+    assert f"{2 * 2 * 4 * 5 * 3:,}" in page
+    assert str(tolerance("float32", 4)) in rows["float32"]
+    assert max(map(len, lines)) <= 100
+
+
+def test_spec_refuses_an_option_the_new_kinds_configuration_lacks(capsys):
+    assert main(["spec", "diag", "--input-size", "3", "--hidden-size", "5",
+                 "--num-layers", "2"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "--num-layers" in err and "diag" in err

@@ -52,7 +52,8 @@ def test_merge_makes_one_report_from_two_machines(tmp_path):
     done = nightly("merge", results, tmp_path / "site")
     assert done.returncode == 0, done.stderr
     page = (tmp_path / "site" / "report" / "index.html").read_text()
-    for run in ("cpu-box @ 22222222", "gpu-box @ 22222222"):
+    for run in ("cpu-box 2026-01-02 10:30 (bench-cpu.json)",
+                "gpu-box 2026-01-02 11:00 (bench-cuda.json)"):
         assert f"Who conforms, who is fastest: {run}" in page
     files = set(re.findall(r"<td>([^<]*results-[^<]*\.json)</td>", page))
     assert len(files) == 5                      # every artifact's JSON
@@ -67,7 +68,7 @@ def test_merge_lists_a_broken_artifact_and_still_publishes_the_rest(tmp_path):
     done = nightly("merge", results, tmp_path / "site")
     assert done.returncode == 0, done.stderr
     page = (tmp_path / "site" / "report" / "index.html").read_text()
-    assert "Who conforms, who is fastest: gpu-box @ 22222222" in page
+    assert "Who conforms, who is fastest: gpu-box 2026-01-02 11:00 (bench-cuda.json)" in page
     unplaced = page.split("<h2>Unplaced results</h2>", 1)[1]
     assert "bench-cpu.json" in unplaced and "not valid JSON" in unplaced
 
@@ -164,3 +165,78 @@ def test_the_bench_step_reads_the_gates_exit_code(tmp_path, compare_exit, night,
     assert ("inconclusive" in done.stderr) == (compare_exit == 3)
     baseline = (state / "baseline-bench-cpu.json").read_text()
     assert (baseline != "last good night") == baseline_moves
+def test_the_report_only_job_installs_the_cpu_build_of_torch(workflow):
+    for flow in (workflow, yaml.safe_load(PULL_REQUEST.read_text())):
+        install = next(s["run"] for s in flow["jobs"]["report"]["steps"]
+                       if s.get("name", "").startswith("Install"))
+        assert install == "${{ env.REPORT_INSTALL }}"
+        assert "--index-url https://download.pytorch.org/whl/cpu" in flow["env"]["REPORT_INSTALL"]
+
+
+def test_docs_list_every_conformance_shard_of_the_workflow(workflow):
+    matrix = workflow["jobs"]["conformance"]["strategy"]["matrix"]["impl"]
+    docs = (ROOT / "docs" / "nightly.md").read_text()
+    for device in ("cpu", "gpu"):
+        listed = re.search(rf"^   {device}: ([a-z ]+)$", docs, re.M).group(1).split()
+        assert listed == matrix
+
+
+# --- the pull-request workflow ----------------------------------------------------------------
+
+PULL_REQUEST = ROOT / ".github" / "workflows" / "pull-request.yml"
+
+
+@pytest.fixture(scope="module")
+def pull_request():
+    return yaml.safe_load(PULL_REQUEST.read_text())
+
+
+def changed_impls():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("changed_impls", ROOT / "scripts" /
+                                                  "changed_impls.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("paths, expected", [
+    (["impls/fused.py", "impls/fused_kernels.cpp", "README.md"], ["fused"]),
+    (["impls/compile.py", "impls/triton.py"], ["compile", "triton"]),
+    (["impls/_common.py"], list(BUILTINS)),
+    (["reference/numerics.py", "impls/eager.py"], list(BUILTINS)),
+    (["suites/check_shapes.py"], list(BUILTINS)),
+    (["docs/gpu.md", "tests/test_x.py", "reports/figures.py", "scripts/nightly.sh"], []),
+], ids=["own-files", "two", "shared-impl-code", "spec", "checks", "elsewhere"])
+def test_a_pull_request_checks_the_builtins_its_change_touches(paths, expected):
+    script = changed_impls()
+    assert script.builtins() == BUILTINS
+    assert script.affected(paths, BUILTINS) == expected
+
+
+def test_the_pull_request_runs_tests_the_changed_shards_and_a_compared_bench(pull_request):
+    assert set(pull_request[True]) == {"pull_request"}       # yaml reads `on:` as True
+    jobs = pull_request["jobs"]
+    assert any(".venv/bin/python -m pytest -q" in s.get("run", "") for s in jobs["tests"]["steps"])
+    pick = next(s["run"] for s in jobs["changed"]["steps"] if s.get("id") == "pick")
+    assert "python3 scripts/changed_impls.py" in pick
+    conformance = jobs["conformance"]
+    shards = conformance["strategy"]["matrix"]["impl"]
+    assert shards == "${{ fromJSON(needs.changed.outputs.impls) }}"
+    run = " ".join(step.get("run", "") for step in conformance["steps"])
+    assert "scripts/nightly.sh conform ${{ matrix.impl }} cpu" in run     # the nightly's shard
+    bench = jobs["bench"]
+    assert "rnnbench-cpu" in bench["runs-on"]
+    download = next(s for s in bench["steps"]
+                    if s.get("uses", "").startswith("actions/download-artifact"))
+    nightly = yaml.safe_load(WORKFLOW.read_text())["jobs"]["bench"]
+    uploaded = next(s["with"]["name"] for s in nightly["steps"]
+                    if s.get("uses", "").startswith("actions/upload-artifact")
+                    and s["with"]["name"].startswith("results-bench-"))
+    cpu = next(m["name"] for m in machines(nightly) if m["device"] == "cpu")
+    assert download["with"]["name"] == uploaded.replace("${{ matrix.machine.name }}", cpu)
+    assert download["with"]["run-id"] == "${{ steps.nightly.outputs.run-id }}"
+    compare = " ".join(s.get("run", "") for s in bench["steps"])
+    assert "rnnbench compare baseline/bench-cpu.json results/bench-cpu.json" in compare
+    assert "--preset quick --device cpu" in compare

@@ -1,19 +1,23 @@
 """The report's summary, bench/2's judgements, failures by cause, repeated inputs and the
 comparison across runs, on the hand-made fixtures in tests/report_fixtures/.
 
-The fixtures were written by hand (values chosen, not measured): three runs of rnnbench 0.1.0
-(cpu-box at commits 1111… and 2222…, gpu-box at 2222…) and one older run (old-box, rnnbench
-0.0.9, schema rnnbench.bench/1). In them: `fused` does not conform (3 checks fail by a transposed
-weight, 2 error in a kernel launch; at 2222… one of its timings has `conforms: false`), `eager`
-was checked with the quick case list at 1111…, eager's rnn-64 timing at 2222… is noisy, fused's
-rnn-64 ratio at 1111… is within noise, and cpu-box was busy at 2222… (so none of that run's
-speed-ups is judged). Intervals are recomputed from the fixtures' raw samples, as every screen
-computes them.
+The fixtures were written by hand (values chosen, not measured): runs of rnnbench 0.1.0 on
+cpu-box at commit 1111… on 2026-01-01 (two conformance files, one bench file) and at 2222… on
+2026-01-02 (three conformance files, one bench file), on gpu-box at 2222… (a bench file), and
+one older run (old-box, rnnbench 0.0.9, schema rnnbench.bench/1, which records no time: its
+file's modification time is set here). In them: `fused` does not conform (3 checks fail by a
+transposed weight, 2 error in a kernel launch; at 2222… one of its timings has `conforms:
+false`), `eager` was checked with the quick case list at 1111…, eager's rnn-64 timing at 2222…
+is noisy, fused's rnn-64 ratio at 1111… is within noise, and cpu-box was busy at 2222… (so
+none of that run's speed-ups is judged). Intervals are recomputed from the fixtures' raw
+samples, as every screen computes them.
 """
 from __future__ import annotations
 
+import datetime
 import html
 import json
+import os
 import re
 import shutil
 import struct
@@ -25,7 +29,16 @@ from rnnbench.cli import main
 
 FIXTURES = Path(__file__).parent / "report_fixtures"
 NEW, OLD = "2222222222bbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", "1111111111aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-CPU_NEW, CPU_OLD, GPU_NEW = "cpu-box @ 22222222", "cpu-box @ 11111111", "gpu-box @ 22222222"
+# Every run named by machine, time (UTC) and file, the file by as much of its path as tells it
+# apart from the others.
+CPU_NEW = "cpu-box 2026-01-02 10:30 (cpu-box-new/bench-cpu.json)"
+CPU_OLD = "cpu-box 2026-01-01 09:30 (cpu-box-old/bench-cpu.json)"
+GPU_NEW = "gpu-box 2026-01-02 11:00 (bench-cuda.json)"
+OLD_BOX = "old-box 2025-12-31 12:00 (bench-v1.json)"
+EAGER_OLD = "cpu-box 2026-01-01 09:05 (cpu-box-old/conformance-eager.json)"
+NATIVE_OLD = "cpu-box 2026-01-01 09:00 (cpu-box-old/conformance-native.json)"
+NATIVE_NEW = "cpu-box 2026-01-02 10:00 (cpu-box-new/conformance-native.json)"
+FUSED_NEW = "cpu-box 2026-01-02 10:10 (conformance-fused.json)"
 
 
 def render(tmp_path, *inputs) -> dict:
@@ -34,9 +47,18 @@ def render(tmp_path, *inputs) -> dict:
     return {"md": (out / "report.md").read_text(), "html": (out / "index.html").read_text()}
 
 
+def fixtures(root: Path) -> Path:
+    """A copy of the fixtures, the old bench/1 file modified at 2025-12-31 12:00 UTC."""
+    shutil.copytree(FIXTURES, root / "report_fixtures")
+    when = datetime.datetime(2025, 12, 31, 12, tzinfo=datetime.timezone.utc).timestamp()
+    os.utime(root / "report_fixtures" / "old-box" / "bench-v1.json", (when, when))
+    return root / "report_fixtures"
+
+
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
-    return render(tmp_path_factory.mktemp("summary"), FIXTURES)
+    root = tmp_path_factory.mktemp("summary")
+    return render(root, fixtures(root))
 
 
 def table(page: str, title: str) -> list[list[str]]:
@@ -89,7 +111,7 @@ def test_verdict_and_headline_per_implementation(report):
     # twice-as-fast result is no claim
     assert fused[2] == "not judged: busy machine, 1 result"
     assert not any("faster" in cell or "slower" in cell for r in rows for cell in r)
-    assert "1 timing(s) left out: numbers do not conform" in fused[3]
+    assert "1 timing left out: numbers do not conform" in fused[3]
     assert "fails the conformance suite" in fused[3]
     assert row(rows, "native")[1:3] == ["conforms (6 checks)", "baseline"]
     assert row(rows, "eager")[3] == "1 of 2 timings noisy"
@@ -99,8 +121,8 @@ def test_a_quick_conformance_run_says_so(report):
     rows = table(report["html"], f"Who conforms, who is fastest: {CPU_OLD}")
     assert row(rows, "eager")[1] == "conforms, quick case list (2 checks)"
     verdicts = table(report["html"], "Verdict per implementation")
-    assert row(verdicts, f"eager @ {CPU_OLD}")[-1] == "conforms (quick case list)"
-    assert row(verdicts, f"native @ {CPU_OLD}")[-1] == "conforms"
+    assert row(verdicts, f"eager @ {EAGER_OLD}")[-1] == "conforms (quick case list)"
+    assert row(verdicts, f"native @ {NATIVE_OLD}")[-1] == "conforms"
 
 
 def interval_of(cell: str) -> tuple[float, float]:
@@ -124,22 +146,27 @@ def test_the_headline_interval_is_the_one_run_prints_for_the_same_samples(report
 
 
 def test_an_old_file_without_intervals_makes_no_claim_of_certainty(report):
-    rows = table(report["html"], "Who conforms, who is fastest: old-box")
+    rows = table(report["html"], f"Who conforms, who is fastest: {OLD_BOX}")
     assert row(rows, "eager")[2] == "0.50x (no interval in the inputs), 1 result"
     cells = table(report["html"], "Workload rnn-64")
-    assert row(cells, "eager", "old-box")[7] == "0.50x"
+    assert row(cells, "eager", OLD_BOX)[7] == "0.50x"
 
 
 def test_what_was_measured_and_how(report):
     rows = table(report["html"], "What was measured, and how")
     # columns: run, measured, preset / case list, budget, repeats, threads, device, commit, rnnbench
-    bench = row(rows, CPU_NEW, "6 timing(s), bench; busy")
+    bench = row(rows, CPU_NEW, "6 timings, bench; busy")
     assert bench[2:] == ["quick", "150 ms", "5", "2", "cpu", NEW, "0.1.0"]
-    conformance = row(rows, CPU_OLD, "conformance of 2 implementation(s)")
-    assert conformance[2] == "quick: eager; full: native, seed 0" and conformance[7] == OLD
+    conformance = row(rows, EAGER_OLD, "conformance of eager")
+    assert conformance[2] == "quick case list, seed 0" and conformance[7] == OLD
+    assert row(rows, NATIVE_OLD)[2] == "full case list, seed 0"
     # an old file names no preset or budget: not guessed from its workloads' defaults
-    assert row(rows, "old-box")[2:4] == ["not recorded", "not recorded"]
-    assert row(rows, "old-box")[-2:] == ["unknown", "0.0.9"]
+    assert row(rows, OLD_BOX)[2:4] == ["not recorded", "not recorded"]
+    assert row(rows, OLD_BOX)[-2:] == ["unknown", "0.0.9"]
+    # one row per run, in date order
+    assert [r[0] for r in rows] == [OLD_BOX, NATIVE_OLD, EAGER_OLD, CPU_OLD, NATIVE_NEW,
+                                    "cpu-box 2026-01-02 10:05 (cpu-box-new/conformance-eager.json)",
+                                    FUSED_NEW, CPU_NEW, GPU_NEW]
 
 
 # --- bench/2's judgements in the detail --------------------------------------------------------
@@ -161,7 +188,7 @@ def test_non_conforming_numbers_are_marked_and_counted_nowhere(report):
     assert fused[-2].startswith("NON-CONFORMING: forward differs from the reference")
     # fused at 2222… ran rnn-64 twice as fast as native: that ratio appears nowhere
     across = table(report["html"], "Timings across runs (rnnbench 0.1.0)")
-    assert row(across, "fused rnn-64 forward")[2] == "500 µs; does not conform"
+    assert row(across, "fused rnn-64 forward")[3] == "500 µs; does not conform"    # 2222…
     assert "2.20x" not in report["html"]
 
 
@@ -199,7 +226,7 @@ def test_failures_are_grouped_by_cause(report):
     # the two kernel-launch errors differ only in an address and a number: one cause
     assert launch[1] == "RuntimeError: kernel launch failed for <Fused object> at step 3"
     assert launch[2:5] == ["2", "2 error", "rnn, lstm"]
-    assert "6 failing check(s) in 3 cause(s)" in report["html"]
+    assert "6 failing checks in 3 causes" in report["html"]
 
 
 def test_the_error_inputs_category_is_not_called_errors(report):
@@ -212,36 +239,38 @@ def test_the_error_inputs_category_is_not_called_errors(report):
 
 def test_declared_features_and_parameter_names_are_shown(report):
     assert table(report["html"], "Declared not supported") == [
-        [f"fused @ {CPU_NEW}", "bidirectional", "not implemented in the fused kernel"]]
+        [f"fused @ {FUSED_NEW}", "bidirectional", "not implemented in the fused kernel"]]
     assert table(report["html"], "Parameter names assumed") == [
-        [f"fused @ {CPU_NEW}", "w_ih", "weight_ih_l0"], [f"fused @ {CPU_NEW}", "w_hh", "weight_hh_l0"]]
+        [f"fused @ {FUSED_NEW}", "w_ih", "weight_ih_l0"],
+        [f"fused @ {FUSED_NEW}", "w_hh", "weight_hh_l0"]]
 
 
 # --- across runs -----------------------------------------------------------------------------
 
 def test_runs_side_by_side_compare_only_like_with_like(report):
     timings = table(report["html"], "Timings across runs (rnnbench 0.1.0)")
-    # columns: implementation, workload, metric | device | cpu-box @ 2222… | cpu-box @ 1111…
+    # columns: implementation, workload, metric | device | the runs in date order
     header = re.search(r"<h3>Timings across runs \(rnnbench 0.1.0\)</h3>.*?<thead>(.*?)</thead>",
                        report["html"], re.S).group(1)
-    assert re.findall(r"<th>(.*?)</th>", header)[2:] == [CPU_NEW, CPU_OLD]   # gpu-box: cuda only
-    device, busy, quiet = row(timings, "eager lstm-64 forward")[1:]
+    assert re.findall(r"<th>(.*?)</th>", header)[2:] == [CPU_OLD, CPU_NEW]   # gpu-box: cuda only
+    device, quiet, busy = row(timings, "eager lstm-64 forward")[1:]
     assert (device, busy) == ("cpu float32", "4.4 ms; not judged: busy machine")
     assert quiet.startswith("4 ms; 0.50x (") and 0.48 < interval_of(quiet)[0] < 0.5
     assert not any("old-box" in cell for r in timings for cell in r)
     conformance = table(report["html"], "Conformance across runs (rnnbench 0.1.0)")
-    assert conformance == [["native cpu", "conforms, 6 / 6", "conforms, 6 / 6"]]
+    assert conformance == [["native cpu", NATIVE_OLD, "conforms, 6 / 6"],
+                           ["native cpu", NATIVE_NEW, "conforms, 6 / 6"]]
 
 
 def test_what_was_left_out_of_the_comparison_is_said_with_the_reason(report):
     rows = {r[0]: r for r in table(report["html"], "Left out of the comparison")}
     old = next(r for why, r in rows.items() if why.startswith("the only run of rnnbench 0.0.9"))
-    assert old[1:] == ["1", "old-box"]
+    assert old[1:] == ["1", OLD_BOX]
     one_run = next(r for why, r in rows.items() if why.startswith("timed in one run only"))
     assert one_run[1] == "6" and f"eager rnn-64 forward cuda float32 ({GPU_NEW})" in one_run[2]
     lists = rows["conformance on another case list (quick or full) in the other runs"]
-    assert lists[1] == "2" and f"eager cpu quick ({CPU_OLD})" in lists[2]
-    assert rows["conformance checked in one run only"][1:] == ["1", f"fused cpu full ({CPU_NEW})"]
+    assert lists[1] == "2" and f"eager cpu quick ({EAGER_OLD})" in lists[2]
+    assert rows["conformance checked in one run only"][1:] == ["1", f"fused cpu full ({FUSED_NEW})"]
 
 
 def test_one_run_has_no_comparison_section(tmp_path):

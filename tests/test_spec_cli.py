@@ -1,6 +1,7 @@
 """`rnnbench spec`: the page shows what the spec says, and bad options are one-line errors."""
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import sys
@@ -9,7 +10,8 @@ import pytest
 
 from rnnbench.cli import main
 from rnnbench.reference import (
-    Config, forward_flops, init_spec, io_shapes, param_count, param_shapes, tolerance,
+    Config, ImplicitConfig, forward_flops, init_spec, io_shapes, param_count, param_shapes,
+    tolerance,
 )
 
 # (command-line options, the Config they mean, batch, steps)
@@ -77,7 +79,7 @@ def test_console_entry_point():
 
 
 def test_implicit_page_shows_the_spec(capsys):
-    from rnnbench.reference import ImplicitConfig, implicit_init_spec, implicit_param_shapes
+    from rnnbench.reference import implicit_init_spec, implicit_param_shapes
     from rnnbench.reference.implicit import forward_flops as implicit_flops
 
     argv = ["implicit", "--input-size", "4", "--hidden-size", "32", "--implicit-size", "16",
@@ -104,3 +106,36 @@ def test_pages_fit_100_columns(capsys):
     for argv in PAGES:
         assert main(["spec", *argv[0]]) == 0
         assert max(map(len, capsys.readouterr().out.splitlines())) <= 100
+
+
+def test_json_is_the_page_as_data(capsys):
+    cfg = Config("lstm", 5, 7, num_layers=2, proj_size=3)
+    assert main(["spec", "lstm", "--input-size", "5", "--hidden-size", "7", "--num-layers", "2",
+                 "--proj-size", "3", "--batch", "4", "--steps", "6", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["kind"] == "lstm" and data["batch"] == 4 and data["steps"] == 6
+    assert [(p["name"], tuple(p["shape"])) for p in data["parameters"]] == list(
+        param_shapes(cfg).items())
+    assert [p["init"] for p in data["parameters"]] == [str(i) for i in init_spec(cfg).values()]
+    assert data["total_parameters"] == param_count(cfg)
+    assert {n: tuple(s["batched"]) for n, s in data["shapes"].items()} == io_shapes(cfg, 4, 6)
+    assert {n: tuple(s["unbatched"]) for n, s in data["shapes"].items()} == io_shapes(cfg, None, 6)
+    assert data["flops"] == {"forward": forward_flops(cfg, 4, 6),
+                             "without_input_projection": forward_flops(cfg, 4, 6, input_gemm=False)}
+    expected = tolerance("float32", 6, 2, gradient=True)
+    assert data["tolerances"]["float32"]["gradients"] == {"atol": expected.atol,
+                                                          "rtol": expected.rtol}
+    assert data["gates"] == ["i", "f", "g", "o"]
+
+
+def test_json_of_a_kind_without_an_unbatched_form_says_so(capsys):
+    from rnnbench.reference.implicit import forward_flops as implicit_flops
+
+    assert main(["spec", "implicit", "--input-size", "4", "--hidden-size", "8", "--implicit-size",
+                 "6", "--output-size", "1", "--batch", "2", "--steps", "3", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["shapes"] == {"input": {"batched": [2, 3, 4], "unbatched": None},
+                              "output": {"batched": [2, 1], "unbatched": None}}
+    cfg = ImplicitConfig(4, 8, 6, 1)
+    assert data["flops"]["forward_without_solver"] == implicit_flops(cfg, 2, 3, 0)
+    assert data["flops"]["forward"] is None

@@ -375,7 +375,7 @@ def test_cli_reports_a_failure_with_its_diagnosis_and_exits_1(tmp_path, capsys):
     assert lines[1].startswith(f" 1. {DIAGNOSES['weight_transposed']} [weight_transposed]: ")
     assert lines[2].startswith("    e.g. forward/batched: h differs from the reference")
     assert "--kind rnn_cell --check forward/batched --verbose" in out
-    assert out.rstrip().splitlines()[-1].startswith("FAILED:")
+    assert out.rstrip().split("\n\n")[-1].startswith("FAILED:")    # the verdict comes last
 
 
 @pytest.mark.parametrize("argv, words", [
@@ -525,11 +525,10 @@ def test_fuzzing_finds_a_bug_outside_the_case_tables_and_prints_a_rerun(tmp_path
     target = f"{tmp_path / 'deep.py'}:ThirdLayerReversed"
     assert main(["conform", target, "--kind", "rnn", "--fuzz", "40"]) == 1
     out = capsys.readouterr().out
-    # the rerun command as a shell reads it: continued lines joined, words unquoted
-    pasted = out.replace("\\\n", " ")
-    words = shlex.split(next(line for line in pasted.splitlines() if "--case" in line))
+    rerun = out.split("Rerun the first finding alone, with its inputs and numbers:\n", 1)[1]
+    words = shlex.split(rerun.split("\n\n", 1)[0].replace(" \\\n", " "))
     case = words[words.index("--case") + 1]
-    assert '"num_layers":3' in case
+    assert '"num_layers":3' in case and words[-1] == "--verbose"
     assert main(["conform", target, "--kind", "rnn", "--case", case]) == 1
 
 

@@ -37,8 +37,19 @@ SOLVER_NOTES = ("forward_iterations", "backward_iterations", "unconverged")
 WITHIN_NOISE = f"≈ {BASELINE} (within noise)"
 WIDTH = 100
 
+EXAMPLES = f"""\
+examples:
+  rnnbench bench --preset quick --json out/bench.json   every registered implementation
+  rnnbench bench --impl fused,my_rnn.py:MyRNN --kind rnn --preset goals --threads 1
+                                                        yours beside fused and {BASELINE}
+  rnnbench bench --workload my_sizes.json --impl eager  your own workload file
+
+exit codes: 0 nothing failed, 1 an implementation failed on a workload, 2 a usage error (one
+line, before any timing)
+"""
 
 def add_arguments(parser) -> None:
+    parser.epilog = EXAMPLES
     parser.add_argument("--impl", metavar="A,B,...",
                         help="comma-separated targets: registered names, package.module:attr or "
                              "path/to/file.py:attr (default: every registered implementation); "
@@ -110,7 +121,7 @@ def run(args) -> int:
     print(render(doc))
     results = [BenchResult.from_json(r) for r in doc["results"]]
     counts = {status: sum(r.status == status for r in results) for status in STATUSES}
-    summary = ", ".join(f"{n} {status}" for status, n in counts.items())
+    summary = ", ".join(f"{n} {status.replace('_', ' ')}" for status, n in counts.items())
     flags = {"non-conforming": sum(r.conforms is False for r in results),
              "noisy": sum(bool(r.noisy) for r in results),
              "within noise": sum(r.vs_native_verdict == "within_noise"
@@ -118,7 +129,8 @@ def run(args) -> int:
              "not judged": sum(r.vs_native_verdict == "not_judged"
                                for r in results if r.impl != BASELINE)}
     summary += "".join(f", {n} {flag}" for flag, n in flags.items() if n)
-    print(f"\n{summary}" + (f"; results written to {args.json}" if args.json else ""))
+    summary += f"; results written to {args.json}" if args.json else ""
+    print("\n" + textwrap.fill(summary, WIDTH, subsequent_indent="  ", break_on_hyphens=False))
     return 1 if counts["failed"] else 0
 
 
@@ -168,7 +180,9 @@ def render(doc: dict) -> str:
                 names.append(r.workload)
     if not_timed:
         lines += ["", "not timed:"]
-        lines += [f"  {impl}: {status.replace('_', ' ')}: {reason} ({', '.join(workloads)})"
+        lines += [textwrap.fill(f"{impl}: {status.replace('_', ' ')}: {reason} "
+                                f"({', '.join(workloads)})", WIDTH, initial_indent="  ",
+                                subsequent_indent="    ", break_on_hyphens=False)
                   for (impl, status, reason), workloads in not_timed.items()]
     return "\n".join(lines)
 

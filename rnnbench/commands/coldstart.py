@@ -21,8 +21,17 @@ DEFAULT_IMPLS = "compile"
 DEFAULT_PRESET = "goals"
 SCHEMA = "rnnbench.coldstart/1"
 
+EXAMPLES = """\
+examples:
+  rnnbench coldstart                                    compile on goals' first workload
+  rnnbench coldstart --impl compile,torchscript --steps 25,100,1000
+  rnnbench coldstart --impl torchscript --threads 1 --json out/coldstart.json
+
+exit codes: 0 every child gave a time, 1 a child failed, 2 a usage error (one line)
+"""
 
 def add_arguments(parser) -> None:
+    parser.epilog = EXAMPLES
     parser.add_argument("--impl", default=DEFAULT_IMPLS, metavar="A,B,...",
                         help=f"comma-separated registered implementations (default {DEFAULT_IMPLS})")
     source = parser.add_mutually_exclusive_group()

@@ -12,8 +12,20 @@ import sys
 from rnnbench.errors import UsageError
 from rnnbench.progress import KindTally
 
+EXAMPLES = """\
+examples:
+  rnnbench conform eager --quick                     a registered implementation, quick cases
+  rnnbench conform my_rnn.py:MyRNN --kind rnn        a bare class: say which kind it implements
+  rnnbench conform my_rnn.py:MyRNN --kind rnn --check forward/single-layer --verbose
+                                                     one check, with its inputs and numbers
+  rnnbench conform mypkg.rnns:IMPLEMENTATION --json out/conformance.json
+
+exit codes: 0 every applicable check passed, 1 a check failed or errored, 2 a usage or load
+error (one line)
+"""
 
 def add_arguments(parser) -> None:
+    parser.epilog = EXAMPLES
     parser.add_argument("target", help="a registered implementation (see `rnnbench list`), "
                                        "package.module:attr, or path/to/file.py:attr")
     parser.add_argument("--kind", action="extend", nargs="+", metavar="K",

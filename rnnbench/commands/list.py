@@ -22,6 +22,8 @@ examples:
   rnnbench list workloads --preset quick  the workloads of one preset (all presets without it)
   rnnbench list checks --kind lstm        the conformance checks, cases per kind (full/quick)
   rnnbench list checks --json             the same as JSON, for scripts
+
+exit codes: 0 the list was printed, 2 a usage error (one line)
 """
 
 

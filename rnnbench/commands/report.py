@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rnnbench.errors import UsageError
+from rnnbench.wording import counted
 
 DESCRIPTION = ("render conformance and benchmark results, from one machine or many, as "
                "report.md and a self-contained index.html with plots")
@@ -20,6 +21,9 @@ examples:
                                                         artifacts of several machines
   rnnbench report .asv/results --out site/              asv's history (its benchmarks.json
                                                         names the parameters)
+
+exit codes: 0 the report was written, 2 an input that cannot be read or an --out that
+cannot be written (one line; nothing is written)
 """
 
 
@@ -43,10 +47,10 @@ def run(args) -> int:
         raise UsageError(f"--out {out}: is a file, not a folder")
     results = load_inputs(args.inputs)
     written = render_report(results, out)
-    print(f"report: {written['index.html']}  ({len(results.checks)} checks, "
-          f"{len(results.timings)} timings, {len(results.unplaced)} unplaced, "
-          f"{len(results.machines())} machine(s))")
+    print(f"report: {written['index.html']}")
     print(f"        {written['report.md']}")
+    print(f"from {counted(len(results.checks), 'check')}, {counted(len(results.timings), 'timing')}"
+          f", {len(results.unplaced)} unplaced, {counted(len(results.machines()), 'machine')}")
     for duplicate in results.duplicates:
         print(f"note: {duplicate.path} repeats {duplicate.same_as} ({duplicate.how}): "
               "counted once")

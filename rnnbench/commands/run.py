@@ -51,8 +51,19 @@ WORKERS = 2
 # together (its cells run eagerly and cost little). Kinds in no group join the last.
 KIND_GROUPS = (("rnn", "lstm"), ("rnn_cell", "lstm_cell", "gru_cell", "gru"))
 
+EXAMPLES = f"""\
+examples:
+  rnnbench run                      every built-in's conformance, benchmarks, a report:
+                                    {DEFAULT_OUT}/index.html
+  rnnbench run --out results/today  the same into another folder
+  rnnbench run --full               the conformance suite's full case list
+
+exit codes: 0 all conform and nothing failed, 1 a check failed or errored or a benchmark failed,
+2 a usage error (one line, before any work)
+"""
 
 def add_arguments(parser) -> None:
+    parser.epilog = EXAMPLES
     parser.add_argument("--out", default=str(DEFAULT_OUT), metavar="DIR",
                         help=f"where results and the report go (default {DEFAULT_OUT})")
     parser.add_argument("--full", action="store_true",
@@ -176,7 +187,7 @@ class StageProgress:
 
     def print(self, text: str) -> None:
         with self.lock:
-            self.line.print(text)
+            self.line.print("\n".join(_fill(text)))
 
     def counter(self, stage: str):
         """A `progress(done, total, label)` callback drawing this stage's counter."""
@@ -293,31 +304,40 @@ def summary(results, skipped: dict[str, str], written: dict, benches: list[dict]
     lines = ["", *dict.fromkeys(busy), f"rnnbench run: done in {seconds:.0f} s"]
     counts = analysis.outcome_counts(results.checks, lambda c: (c.impl, c.device or HOST))
     rows = []
+    reasons = {}    # said under the table, where a long reason has room
     for source in (s for s in results.sources if s.format == "conformance"):
         device = str(source.settings.get("device") or HOST)
         n = counts.get((source.target, device))
         checks = [c for c in results.checks if c.source is source]
-        verdict = (f"could not run: {source.error}" if source.error else
-                   "no checks ran" if n is None else
+        verdict = ("could not run" if source.error else "no checks ran" if n is None else
                    summary_phrase(judge(checks, source.interrupted)))
         rows.append([shown(source.target, device), *(n[o] if n else 0 for o in OUTCOMES),
                      verdict])
+        if source.error:
+            reasons[shown(source.target, device)] = f"could not run: {source.error}"
     rows += [[name, *("" for _ in OUTCOMES), "skipped (unavailable)"] for name in skipped]
     headers = ["conformance", *(o.replace("_", " ") for o in OUTCOMES), "verdict"]
     lines += ["", tabulate(rows, headers)]
-    lines += [textwrap.fill(text, WIDTH, subsequent_indent="  ") for text
-              in [*(f"{name}: {reason}" for name, reason in skipped.items()), gpu_line]]
+    for name, reason in {**reasons, **skipped}.items():
+        lines += _fill(f"{name}: {reason}")
+    if gpu_line:
+        lines += _fill(gpu_line)
     for bench in benches:
         busy = (bench.get("machine_check") or {}).get("busy") is True
         lines += ["", speedup_table(bench.get("results", []), bench.get("device", HOST), busy)]
     failed = [t for t in results.timings if t.status == "failed"]
     for t in failed[:5]:
-        lines.append(f"benchmark failed: {shown(t.impl, t.device)} {t.workload} {t.metric}: "
-                     f"{t.reason}")
+        lines += _fill(f"benchmark failed: {shown(t.impl, t.device)} {t.workload} {t.metric}: "
+                       f"{t.reason}")
     if len(failed) > 5:
         lines.append(f"... and {len(failed) - 5} more failed benchmarks (see the report)")
     lines += ["", f"report: {written['index.html']}", f"        {written['report.md']}"]
     return "\n".join(lines)
+
+
+def _fill(text: str) -> list[str]:
+    """A line of the summary wrapped to WIDTH, its continuation indented."""
+    return textwrap.wrap(text, WIDTH, subsequent_indent="  ", break_on_hyphens=False)
 
 
 def speedup_table(results: list[dict], device: str = HOST, busy: bool = False) -> str:
@@ -362,7 +382,7 @@ def speedup_table(results: list[dict], device: str = HOST, busy: bool = False) -
         if r.impl not in compared:
             timed[r.impl] = timed.get(r.impl, False) or r.status == "ok"
     if timed:
-        lines.append(textwrap.fill("no speed-up for: " + ", ".join(
+        lines += _fill("no speed-up for: " + ", ".join(
             f"{impl} ({f'timed, no {BASELINE} result to compare with' if ok else 'not timed'})"
-            for impl, ok in timed.items()), WIDTH, subsequent_indent="  "))
+            for impl, ok in timed.items()))
     return "\n".join(lines)

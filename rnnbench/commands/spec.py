@@ -1,28 +1,32 @@
 """`rnnbench spec KIND ...`: the spec of one configuration, as a page to implement from.
 
-For torch.nn's kinds: the parameters (names in torch.nn's order, shapes, init distribution), the
-parameter count, the gate order, the input, state and output shapes for the given batch and
-sequence length (batched and unbatched), the forward FLOPs and the tolerances a conforming
-implementation is held to. For the implicit kind: its equations, parameters and init, shapes,
-the solver's stopping rule and error bound, and the FLOPs per step and per solver iteration.
+Every kind's page comes from its record in the kind registry (`rnnbench.reference.kinds`): the
+parameters (names in registration order, shapes, init distribution), the parameter count, the
+input, state and output shapes for the given batch and sequence length (batched and, where the
+kind has that form, unbatched), the forward FLOPs and the tolerances a conforming
+implementation is held to. A kind's options are the fields of its configuration type. The
+families the spec knows say more: torch.nn's kinds their gate order, the implicit kind its
+equations, the solver's stopping rule and error bound, and the FLOPs per solver iteration.
+`--json` prints the page as data.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import math
 import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from tabulate import tabulate
 
 from rnnbench.errors import UsageError
-from rnnbench.reference import (
-    Config, ConfigError, ImplicitConfig, KINDS, forward_flops, implicit_init_spec,
-    implicit_param_shapes, init_spec, io_shapes, param_count, param_shapes, tolerance,
-)
+from rnnbench.reference import Config, ImplicitConfig
 from rnnbench.reference import implicit as implicit_spec
+from rnnbench.reference.kinds import KINDS, KindSpec
 
-IMPLICIT = implicit_spec.KIND
-ALL_KINDS = KINDS + (IMPLICIT,)
 TORCH_NAMES = {"rnn_cell": "RNNCell", "lstm_cell": "LSTMCell", "gru_cell": "GRUCell",
                "rnn": "RNN", "lstm": "LSTM", "gru": "GRU"}
 DEFAULT_BATCH = 3
@@ -30,11 +34,12 @@ DEFAULT_STEPS = 5
 WIDTH = 100
 # The dtypes whose tolerances the page lists; the policy knows more.
 SHOWN_DTYPES = ("float64", "float32", "bfloat16")
-# Options of one family of kinds, by their Config / ImplicitConfig field names.
-TORCH_OPTIONS = ("num_layers", "nonlinearity", "no_bias", "batch_first", "bidirectional",
-                 "proj_size", "dropout")
-IMPLICIT_OPTIONS = ("implicit_size", "output_size", "phi", "kappa", "tol", "max_iter",
-                    "d_variant")
+# The options that set a configuration's fields (beyond --input-size and --hidden-size); each
+# sets the field of its name, but for those in FIELDS.
+CONFIG_OPTIONS = ("input_size", "hidden_size", "num_layers", "nonlinearity", "no_bias",
+                  "batch_first", "bidirectional", "proj_size", "dropout", "implicit_size",
+                  "output_size", "phi", "kappa", "tol", "max_iter", "d_variant")
+FIELDS = {"no_bias": "bias"}     # --no-bias sets bias=False
 DESCRIPTION = "print the spec of one configuration: parameters, init, shapes, FLOPs, tolerances"
 EXAMPLES = """\
 examples:
@@ -42,6 +47,8 @@ examples:
   rnnbench spec gru_cell --input-size 6 --hidden-size 2 --batch 9
   rnnbench spec rnn --input-size 3 --hidden-size 4 --nonlinearity relu --no-bias
   rnnbench spec implicit --input-size 4 --hidden-size 32 --implicit-size 16 --output-size 1
+
+exit codes: 0 the page was printed, 2 a usage error (one line)
 """
 
 
@@ -49,7 +56,8 @@ def add_arguments(parser) -> None:
     parser.description = DESCRIPTION
     parser.epilog = EXAMPLES
     parser.add_argument("kind", metavar="KIND",
-                        help=f"one of {', '.join(ALL_KINDS)}, e.g. lstm")
+                        help=f"one of {', '.join(KINDS)}, or a kind a registered package adds, "
+                             "e.g. lstm")
     parser.add_argument("--input-size", type=_positive_int, required=True, metavar="I",
                         help="features per time step, e.g. --input-size 64")
     parser.add_argument("--hidden-size", type=_positive_int, required=True, metavar="H",
@@ -60,6 +68,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--steps", type=_positive_int, default=None, metavar="T",
                         help=f"sequence length, sequence kinds (default {DEFAULT_STEPS}), "
                              "e.g. --steps 100")
+    parser.add_argument("--json", action="store_true",
+                        help="print the page as JSON (parameters, shapes, FLOPs, tolerances), "
+                             "e.g. `spec gru --input-size 3 --hidden-size 4 --json`")
     torch_nn = parser.add_argument_group("torch.nn kinds (rnn, lstm, gru and their cells)")
     torch_nn.add_argument("--num-layers", type=_positive_int, metavar="L",
                           help="stacked layers (default 1), e.g. --num-layers 2")
@@ -100,25 +111,27 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    if args.kind not in ALL_KINDS:
-        raise UsageError(f"kind must be one of {', '.join(ALL_KINDS)}, got {args.kind!r}")
-    implicit = args.kind == IMPLICIT
-    foreign = IMPLICIT_OPTIONS if not implicit else TORCH_OPTIONS
-    given = [name for name in foreign if getattr(args, name) is not None]
-    if given:
-        family = "the implicit kind" if not implicit else "torch.nn's kinds"
-        raise UsageError(f"{_flag(given[0])} applies to {family}, not {args.kind}")
-    if implicit:
-        cfg = _implicit_config(args)
-        steps = DEFAULT_STEPS if args.steps is None else args.steps
-        print(render_implicit(cfg, args.batch, steps))
-        return 0
-    cfg = _config(args)
-    if cfg.is_cell and args.steps is not None:
-        raise UsageError(f"{cfg.kind} takes one step; --steps applies to sequence kinds")
-    steps = 1 if cfg.is_cell else (DEFAULT_STEPS if args.steps is None else args.steps)
-    print(render(cfg, args.batch, steps))
+    spec = _kind(args.kind)
+    cfg = _config(spec, args)
+    if not spec.steps_matter and args.steps is not None:
+        raise UsageError(f"{spec.name} takes one step; --steps applies to sequence kinds")
+    steps = 1 if not spec.steps_matter else DEFAULT_STEPS if args.steps is None else args.steps
+    if args.json:
+        print(json.dumps(page(spec, cfg, args.batch, steps), indent=2))
+    else:
+        print(render(spec, cfg, args.batch, steps))
     return 0
+
+
+def _kind(name: str) -> KindSpec:
+    """The record of a kind: the spec's own, or one a registered package adds on import."""
+    if name not in KINDS:
+        from rnnbench.impls import registered
+
+        registered()    # imports the `rnnbench.impls` entry points, which may register kinds
+    if name not in KINDS:
+        raise UsageError(f"kind must be one of {', '.join(KINDS)}, got {name!r}")
+    return KINDS[name]
 
 
 # --- argument types: a wrong value is argparse's one-line error ---------------------------------
@@ -181,49 +194,97 @@ def _flag(name: str) -> str:
 
 # --- configurations ---------------------------------------------------------------------------
 
-def _config(args) -> Config:
-    options = dict(num_layers=args.num_layers, nonlinearity=args.nonlinearity,
-                   bias=None if args.no_bias is None else False, batch_first=args.batch_first,
-                   dropout=args.dropout, bidirectional=args.bidirectional,
-                   proj_size=args.proj_size)
-    # Pass only what was given, so Config judges what the user asked for.
-    options = {k: v for k, v in options.items() if v is not None}
-    try:
-        return Config(args.kind, args.input_size, args.hidden_size, **options)
-    except ConfigError as exc:
-        raise UsageError(str(exc)) from None
-
-
-def _implicit_config(args) -> ImplicitConfig:
-    missing = [name for name in ("implicit_size", "output_size") if getattr(args, name) is None]
+def _config(spec: KindSpec, args):
+    """The configuration the options describe, judged by the kind's own configuration type:
+    an option the type has no field for, or a field without a default left out, is a
+    UsageError; so is what the type refuses."""
+    fields = {f.name: f for f in dataclasses.fields(spec.config_type) if f.name != "kind"}
+    given = {name: getattr(args, name) for name in CONFIG_OPTIONS
+             if getattr(args, name) is not None}
+    foreign = [name for name in given if FIELDS.get(name, name) not in fields]
+    if foreign:
+        field = FIELDS.get(foreign[0], foreign[0])
+        takers = [kind.name for kind in KINDS.values()
+                  if field in {f.name for f in dataclasses.fields(kind.config_type)}]
+        message = (f"{_flag(foreign[0])} applies to the {_listed(takers)} "
+                   f"kind{'s' * (len(takers) != 1)}, not {spec.name}")
+        if len(message) > WIDTH - len("rnnbench spec: error: "):    # the one line must fit
+            message = f"{_flag(foreign[0])} is not an option of the {spec.name} kind"
+        raise UsageError(message)
+    values = {FIELDS.get(name, name): False if name == "no_bias" else value
+              for name, value in given.items()}
+    missing = [name for name, f in fields.items() if name not in values
+               and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
     if missing:
-        raise UsageError(f"the implicit kind needs {' and '.join(map(_flag, missing))}")
-    options = {name: getattr(args, name) for name in ("phi", "kappa", "tol", "max_iter",
-                                                      "d_variant")
-               if getattr(args, name) is not None}
+        raise UsageError(f"the {spec.name} kind needs {_listed([_flag(m) for m in missing])}")
     try:
-        return ImplicitConfig(args.input_size, args.hidden_size, args.implicit_size,
-                              args.output_size, **options)
-    except ConfigError as exc:
+        return spec.make_config(**values)
+    except (ValueError, TypeError) as exc:     # ConfigError is a ValueError
         raise UsageError(str(exc)) from None
 
 
-# --- the torch.nn kinds' page -------------------------------------------------------------------
+def _listed(names: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return " and ".join(filter(None, [", ".join(names[:-1]), names[-1]]))
 
-def render(cfg: Config, batch: int, steps: int) -> str:
-    """The spec page of `cfg` for a batch of `batch` sequences of `steps` steps."""
+
+# --- the page as data (--json) -------------------------------------------------------------------
+
+def page(spec: KindSpec, cfg, batch: int, steps: int) -> dict:
+    """What the spec says of `cfg` for `batch` sequences of `steps` steps, from the kind's
+    record: its arguments, parameters (shape, count, init), tensors' shapes batched and
+    unbatched (None: no unbatched form), FLOPs (None: the spec cannot count them) and
+    tolerances; plus what its family adds (torch.nn's gate order, the implicit solver's FLOPs)."""
+    init = spec.init_spec(cfg)
+    shapes = spec.param_shapes(cfg)
+    unbatched = _unbatched(spec, cfg, steps)
+    data = {
+        "kind": spec.name, "description": cfg.describe(), "arguments": cfg.constructor_kwargs(),
+        "batch": batch, "steps": steps if spec.steps_matter else None,
+        "parameters": [{"name": name, "shape": list(shape), "count": math.prod(shape),
+                        "init": str(init[name])} for name, shape in shapes.items()],
+        "total_parameters": sum(math.prod(shape) for shape in shapes.values()),
+        "shapes": {name: {"batched": list(shape),
+                          "unbatched": list(unbatched[name]) if unbatched else None}
+                   for name, shape in spec.io_shapes(cfg, batch, steps).items()},
+        "flops": {"forward": spec.flops(cfg, batch, steps, True),
+                  "without_input_projection": spec.flops(cfg, batch, steps, False)},
+        "tolerances": {dtype: {what: dataclasses.asdict(spec.tolerance(cfg, dtype, steps, grad))
+                               for what, grad in (("outputs", False), ("gradients", True))}
+                       for dtype in SHOWN_DTYPES},
+        "tolerance_depends_on_the_run": spec.run_tolerance is not None,
+    }
+    family = FAMILIES.get(spec.config_type)
+    return {**data, **family.data(cfg, batch, steps)} if family else data
+
+
+def _unbatched(spec: KindSpec, cfg, steps: int) -> dict | None:
+    """The tensors' shapes without a batch axis; None for a kind that has no such form (its
+    shapes then keep a batch axis of None)."""
+    shapes = spec.io_shapes(cfg, None, steps)
+    return None if any(None in shape for shape in shapes.values()) else shapes
+
+
+# --- the page as text ----------------------------------------------------------------------------
+
+def render(spec: KindSpec, cfg, batch: int, steps: int) -> str:
+    """The spec page of `cfg` for `batch` sequences of `steps` steps: its family's page where
+    the kind belongs to one (torch.nn's, the implicit RNN's), else the page every kind's
+    record gives."""
+    family = FAMILIES.get(spec.config_type)
+    return "\n".join(family.text(spec, cfg, batch, steps) if family
+                     else _record_page(spec, cfg, batch, steps))
+
+
+def _record_page(spec: KindSpec, cfg, batch: int, steps: int) -> list[str]:
+    """The page of a kind known only by its record."""
     title = cfg.describe()
-    sections = [title, "=" * len(title), _call(f"torch.nn.{TORCH_NAMES[cfg.kind]}",
-                                               cfg.constructor_kwargs()), "",
-                _parameters(cfg), "", _gates(cfg), "",
-                _shapes(cfg, batch, steps), "", _flops(cfg, batch, steps), "",
-                _tolerances(cfg, steps)]
-    if cfg.dropout:
-        sections += ["", textwrap.fill(f"dropout {cfg.dropout} applies between layers in "
-                                       "training mode only; eval-mode forward (the reference) "
-                                       "never drops.", WIDTH)]
-    sections += ["", "Equations and conventions: python -m pydoc rnnbench.reference.numerics"]
-    return "\n".join(sections)
+    tolerance_note = ("; plus what the run's values add, computed per case"
+                      if spec.run_tolerance is not None else "")
+    return [title, "=" * len(title), _call(spec.name, cfg.constructor_kwargs()), "",
+            "Parameters, in registration order:", _parameter_table(spec, cfg), "",
+            _shapes(spec, cfg, batch, steps, ""), "", _flops(spec, cfg, batch, steps), "",
+            _tolerances(spec, cfg, steps, tolerance_note)]
 
 
 def _call(name: str, kwargs: dict) -> str:
@@ -233,14 +294,65 @@ def _call(name: str, kwargs: dict) -> str:
                          break_on_hyphens=False)
 
 
-def _parameters(cfg: Config) -> str:
-    init = init_spec(cfg)
-    rows = [[name, str(shape), math.prod(shape), str(init[name])]
-            for name, shape in param_shapes(cfg).items()]
-    bound = f"1/sqrt({cfg.hidden_size})"
+def _parameter_table(spec: KindSpec, cfg) -> str:
+    """Every parameter's name, shape, count and init, and the total."""
+    init = spec.init_spec(cfg)
+    shapes = spec.param_shapes(cfg)
+    rows = [[name, str(shape), math.prod(shape), str(init[name])] for name, shape in shapes.items()]
     table = tabulate(rows, headers=["parameter", "shape", "count", "init"], disable_numparse=True)
-    return (f"Parameters, in torch.nn's registration order (init U(-{bound}, {bound}) for all):\n"
-            f"{table}\ntotal parameters: {param_count(cfg)}")
+    return f"{table}\ntotal parameters: {sum(math.prod(shape) for shape in shapes.values())}"
+
+
+def _shapes(spec: KindSpec, cfg, batch: int, steps: int, note: str) -> str:
+    """The tensors' shapes batched, and unbatched where the kind has that form; `note` follows
+    the sizes in the caption."""
+    batched, unbatched = spec.io_shapes(cfg, batch, steps), _unbatched(spec, cfg, steps)
+    where = f"N={batch}, T={steps}" if spec.steps_matter else f"N={batch}"
+    if unbatched is None:
+        rows = [[name, str(shape)] for name, shape in batched.items()]
+        headers = ["tensor", "shape"]
+    else:
+        rows = [[name, str(shape), str(unbatched[name])] for name, shape in batched.items()]
+        headers = ["tensor", "batched", "unbatched"]
+    return f"Shapes ({where}{note}):\n" + tabulate(rows, headers=headers, disable_numparse=True)
+
+
+def _flops(spec: KindSpec, cfg, batch: int, steps: int) -> str:
+    total = spec.flops(cfg, batch, steps, True)
+    where = f"N={batch}" + (f", T={steps}" if spec.steps_matter else "")
+    if total is None:
+        return f"Forward FLOPs ({where}): not counted by the spec"
+    recurrent = spec.flops(cfg, batch, steps, False)
+    return (f"Forward FLOPs (matmuls, multiply-add = 2; {where}): {total:,}\n"
+            f"  without the input projection (DeepBench's convention): {recurrent:,}")
+
+
+def _tolerances(spec: KindSpec, cfg, steps: int, note: str = "") -> str:
+    rows = [[dtype, str(spec.tolerance(cfg, dtype, steps, False)),
+             str(spec.tolerance(cfg, dtype, steps, True))] for dtype in SHOWN_DTYPES]
+    return ("Tolerances against the float64 reference (|actual - expected| <= atol + rtol * "
+            f"|expected|{note}):\n" + tabulate(rows, headers=["dtype", "outputs", "gradients"],
+                                               disable_numparse=True))
+
+
+# --- torch.nn's kinds ----------------------------------------------------------------------------
+
+def _torch_page(spec: KindSpec, cfg: Config, batch: int, steps: int) -> list[str]:
+    title = cfg.describe()
+    layout = "(N, T, ...)" if cfg.batch_first else "(T, N, ...)"
+    note = "" if cfg.is_cell else f"; batched sequences are {layout}, states are never batch-first"
+    bound = f"1/sqrt({cfg.hidden_size})"
+    sections = [title, "=" * len(title),
+                _call(f"torch.nn.{TORCH_NAMES[cfg.kind]}", cfg.constructor_kwargs()), "",
+                f"Parameters, in torch.nn's registration order (init U(-{bound}, {bound}) for "
+                f"all):\n{_parameter_table(spec, cfg)}", "", _gates(cfg), "",
+                _shapes(spec, cfg, batch, steps, note), "", _flops(spec, cfg, batch, steps), "",
+                _tolerances(spec, cfg, steps)]
+    if cfg.dropout:
+        sections += ["", textwrap.fill(f"dropout {cfg.dropout} applies between layers in "
+                                       "training mode only; eval-mode forward (the reference) "
+                                       "never drops.", WIDTH)]
+    return sections + ["", "Equations and conventions: python -m pydoc rnnbench.reference.numerics"]
 
 
 def _gates(cfg: Config) -> str:
@@ -250,47 +362,16 @@ def _gates(cfg: Config) -> str:
             f"({cfg.hidden_size} rows each).")
 
 
-def _shapes(cfg: Config, batch: int, steps: int) -> str:
-    batched, unbatched = io_shapes(cfg, batch, steps), io_shapes(cfg, None, steps)
-    rows = [[name, str(batched[name]), str(unbatched[name])] for name in batched]
-    layout = "(N, T, ...)" if cfg.batch_first else "(T, N, ...)"
-    note = "" if cfg.is_cell else f"; batched sequences are {layout}, states are never batch-first"
-    where = f"N={batch}" if cfg.is_cell else f"N={batch}, T={steps}"
-    return (f"Shapes ({where}{note}):\n"
-            + tabulate(rows, headers=["tensor", "batched", "unbatched"], disable_numparse=True))
+# --- the implicit kind ---------------------------------------------------------------------------
 
-
-def _flops(cfg: Config, batch: int, steps: int) -> str:
-    total = forward_flops(cfg, batch, steps)
-    recurrent = forward_flops(cfg, batch, steps, input_gemm=False)
-    return (f"Forward FLOPs (matmuls, multiply-add = 2; N={batch}" +
-            ("" if cfg.is_cell else f", T={steps}") + f"): {total:,}\n"
-            f"  without the input projection (DeepBench's convention): {recurrent:,}")
-
-
-def _tolerances(cfg: Config, steps: int) -> str:
-    rows = [[dtype, str(tolerance(dtype, steps, cfg.num_layers)),
-             str(tolerance(dtype, steps, cfg.num_layers, gradient=True))]
-            for dtype in SHOWN_DTYPES]
-    return ("Tolerances against the float64 reference (|actual - expected| <= atol + rtol * "
-            "|expected|):\n" + tabulate(rows, headers=["dtype", "outputs", "gradients"],
-                                        disable_numparse=True))
-
-
-# --- the implicit kind's page ------------------------------------------------------------------
-
-def render_implicit(cfg: ImplicitConfig, batch: int, steps: int) -> str:
-    """The spec page of an ImplicitRNN configuration for `batch` sequences of `steps` steps."""
+def _implicit_page(spec: KindSpec, cfg: ImplicitConfig, batch: int, steps: int) -> list[str]:
     title = cfg.describe()
     p, h, n, q = cfg.input_size, cfg.hidden_size, cfg.implicit_size, cfg.output_size
-    init = implicit_init_spec(cfg)
-    shapes = implicit_param_shapes(cfg)
-    rows = [[name, str(shape), math.prod(shape), str(init[name])] for name, shape in shapes.items()]
+    d_shape = spec.param_shapes(cfg)["D"]
     d_update = "U_t D^T" if cfg.d_variant == "documented" else "[U_t, H_{t-1}] D^T"
     step_error = cfg.tol / (1 - cfg.kappa)
-    base = implicit_spec.forward_flops(cfg, batch, steps, 0)
-    per_iteration = implicit_spec.forward_flops(cfg, batch, steps, 1) - base
-    return "\n".join([
+    flops = _implicit_flops(cfg, batch, steps)
+    return [
         title, "=" * len(title), _call("ImplicitRNN", cfg.constructor_kwargs()), "",
         "Equations (one sample per row; for t = 1..T with H_0 = 0):",
         *(f"  {left:<42}{right}" for left, right in (
@@ -301,13 +382,10 @@ def render_implicit(cfg: ImplicitConfig, batch: int, steps: int) -> str:
                                                     "every forward; A is kept"))),
         "",
         f"Parameters (p={p} inputs, h={h} hidden, n={n} implicit, q={q} outputs; "
-        f"D is {shapes['D'][0]} x {shapes['D'][1]}):",
-        tabulate(rows, headers=["parameter", "shape", "count", "init"], disable_numparse=True),
-        f"total parameters: {sum(math.prod(s) for s in shapes.values())}",
+        f"D is {d_shape[0]} x {d_shape[1]}):",
+        _parameter_table(spec, cfg),
         "",
-        f"Shapes (N={batch}, T={steps}; input batch-first, there is no unbatched form):",
-        tabulate([["input", str((batch, steps, p))], ["output", str((batch, q))]],
-                 headers=["tensor", "shape"], disable_numparse=True),
+        _shapes(spec, cfg, batch, steps, "; input batch-first, there is no unbatched form"),
         "",
         textwrap.fill(f"Solver, the stopping rule an implementation must honour in forward and "
                       f"backward solves: Picard iteration from X = 0, stopping when the max-abs "
@@ -316,9 +394,10 @@ def render_implicit(cfg: ImplicitConfig, batch: int, steps: int) -> str:
                       f"is within tol / (1 - kappa) = {step_error:.3g} of the fixed point in "
                       "every entry.", WIDTH),
         "",
-        f"Forward FLOPs (matmuls, multiply-add = 2; N={batch}, T={steps}): {base:,} "
-        "without the solver,",
-        f"  plus {per_iteration:,} per Picard iteration (X A~^T; the count comes from a run)",
+        f"Forward FLOPs (matmuls, multiply-add = 2; N={batch}, T={steps}): "
+        f"{flops['forward_without_solver']:,} without the solver,",
+        f"  plus {flops['per_solver_iteration']:,} per Picard iteration (X A~^T; the count comes "
+        "from a run)",
         "",
         textwrap.fill("Tolerances: the float64 rounding policy plus the solver's error bound "
                       "carried to the outputs and gradients, computed per case "
@@ -326,5 +405,26 @@ def render_implicit(cfg: ImplicitConfig, batch: int, steps: int) -> str:
                       "implicit models are checked in float64.", WIDTH),
         "",
         "Equations and conventions: python -m pydoc rnnbench.reference.implicit",
-    ])
+    ]
 
+
+def _implicit_flops(cfg: ImplicitConfig, batch: int, steps: int) -> dict[str, int]:
+    base = implicit_spec.forward_flops(cfg, batch, steps, 0)
+    return {"forward_without_solver": base,
+            "per_solver_iteration": implicit_spec.forward_flops(cfg, batch, steps, 1) - base}
+
+
+@dataclass(frozen=True)
+class Family:
+    """What a family of kinds (kinds of one configuration type) says beyond its record: its
+    page's text, and the data it adds to the page's JSON."""
+
+    text: Callable[[KindSpec, Any, int, int], list[str]]
+    data: Callable[[Any, int, int], dict]
+
+
+FAMILIES = {
+    Config: Family(_torch_page, lambda cfg, batch, steps: {"gates": list(cfg.gates)}),
+    ImplicitConfig: Family(_implicit_page, lambda cfg, batch, steps: {
+        "flops": {"forward": None, **_implicit_flops(cfg, batch, steps)}}),
+}

@@ -180,13 +180,18 @@ def _names(timings: list[Timing]) -> str:
 
 def _conformance_summary(results: Results, sources: list[Source], named: runs.Runs) -> str:
     """The verdict of an implementation's conformance runs (its files in one checkout), each
-    with its time when there are several."""
+    with its device or, for runs on one device, its time when there are several."""
     if not sources:
         return "not checked"
     verdicts = [_verdict_of(results, source) for source in sources]
     if len(verdicts) == 1:
         return verdicts[0]
-    return "; ".join(f"{named.of(source)}: {verdict}"
+    devices = [str(source.settings.get("device") or "") for source in sources]
+    # One run checked on several devices: each verdict named by its device, as the speed-up
+    # cell names them; otherwise by when it ran.
+    label = ((lambda source: str(source.settings.get("device") or "device unknown"))
+             if len(set(devices)) == len(devices) else named.of)
+    return "; ".join(f"{label(source)}: {verdict}"
                      for source, verdict in sorted(zip(sources, verdicts),
                                                    key=lambda pair: runs.run_of(pair[0]).order()))
 

@@ -24,6 +24,7 @@ import numpy as np
 from tabulate import tabulate
 
 from rnnbench.findings import DIAGNOSES, group_failures, strip_addresses, unsupported_features
+from rnnbench.printable import printable_data
 from rnnbench.suites.divergence import describe
 
 # Worst first: a group of results shows its worst outcome.
@@ -145,7 +146,9 @@ def details(result: dict) -> list[str]:
 
 
 def report(doc: dict, verbose: bool = False) -> str:
-    """The whole run: findings, what was not supported, a table per kind, the verdict."""
+    """The whole run: findings, what was not supported, a table per kind, the verdict. Text
+    that came from the implementation is shown `printable`."""
+    doc = printable_data(doc)
     blocks = [block for block in ("\n".join(findings(doc)), "\n".join(not_supported(doc)),
                                   "\n".join(known_lines(doc))) if block]
     by_kind: dict[str, list[dict]] = {}
@@ -161,15 +164,26 @@ def report(doc: dict, verbose: bool = False) -> str:
 
 
 def verdict(doc: dict) -> str:
-    """One line: PASSED or FAILED, the counts, the time."""
+    """One line: PASSED, FAILED, INCOMPLETE (nothing failed, but checks timed out or were cut
+    by a budget: not judged) or INTERRUPTED, the counts, the time."""
     counts = doc["summary"]
     ok = counts["failed"] == 0 and counts["error"] == 0 and not doc.get("interrupted")
-    word = "INTERRUPTED" if doc.get("interrupted") else ("PASSED" if ok else "FAILED")
+    word = ("INTERRUPTED" if doc.get("interrupted") else "PASSED" if ok
+            else "INCOMPLETE" if only_cut(doc) else "FAILED")
     tally = ", ".join(f"{counts.get(outcome, 0)} {name}" for outcome, name in TALLY.items()
                       if outcome in ("passed", "failed", "not_supported", "error") or counts.get(outcome))
     quick = ", quick case list" if doc.get("quick") else ""
-    return (f"{word}: {doc['target']} ({len(doc['results'])} checks{quick}: {tally}; "
+    cut = f" ({doc['cut']} timed out or cut by a budget)" if word == "INCOMPLETE" else ""
+    return (f"{word}: {doc['target']} ({len(doc['results'])} checks{quick}: {tally}{cut}; "
             f"{doc['duration_s']:.1f} s)")
+
+
+def only_cut(doc: dict) -> bool:
+    """Whether every result that did not pass was cut (timed out or not run for a budget), so
+    that the run is incomplete rather than failed."""
+    counts = doc["summary"]
+    cut = doc.get("cut") or 0
+    return bool(doc.get("incomplete")) and counts["failed"] == 0 and counts["error"] == cut
 
 
 def _wrapped(text: str, first: str, rest: str) -> list[str]:

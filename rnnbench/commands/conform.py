@@ -2,8 +2,10 @@
 [--check PATTERN] [--param-map KEY=NAME,...] [--verbose]`: the conformance checks of one
 implementation, run in a child process.
 
-Progress goes to stderr; the tables, failures and verdict to stdout. Exit 0 when every
-applicable check passed, 1 when any failed or errored, 2 for a usage or load error.
+Progress goes to stderr; the tables, failures and verdict to stdout, printed before the JSON is
+written, so that a write that fails (a full disk) loses nothing that was shown. Exit 0 when every
+applicable check passed, 1 when any failed or errored (or, the verdict INCOMPLETE, could not be
+judged in time), 2 for a usage or load error or a --json that could not be written.
 """
 from __future__ import annotations
 
@@ -45,9 +47,35 @@ def add_arguments(parser) -> None:
     parser.add_argument("--budget", type=float, default=None, metavar="S",
                         help="time limit of the whole run in seconds, after which the remaining "
                              "checks are errors (default 270, none for the built-ins; 0: none)")
+    add_memory_limit(parser)
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="one table row per check and case, and every failure in full "
                              "(its configuration, inputs, expected and actual values)")
+
+
+def add_memory_limit(parser) -> None:
+    """The --memory-limit option (conform's and bench's), in GiB."""
+    from rnnbench.child_process import MEMORY_FRACTION, default_memory_limit, memory_limit_text
+
+    limit = default_memory_limit()
+    default = f"{memory_limit_text(limit)}, " if limit else ""
+    parser.add_argument("--memory-limit", type=float, metavar="GIB",
+                        help="memory each child process may allocate, in GiB, e.g. "
+                             "--memory-limit 4; an allocation past it fails and is reported "
+                             f"(default {default}{MEMORY_FRACTION:.0%}% of this machine's; "
+                             "0: none)")
+
+
+def memory_limit(args) -> int | None:
+    """The --memory-limit in bytes (None: no limit); UsageError for a negative one."""
+    from rnnbench.child_process import GIB, default_memory_limit
+
+    if args.memory_limit is None:
+        return default_memory_limit()
+    if not args.memory_limit >= 0:
+        raise UsageError(f"--memory-limit must be 0 (none) or a positive number of GiB, "
+                         f"got {args.memory_limit:g}")
+    return int(args.memory_limit * GIB) or None
 
 
 def run(args) -> int:
@@ -82,15 +110,16 @@ def run(args) -> int:
             raise UsageError(f"--case is a {kinds[0]} case; --kind says {', '.join(args.kind)}")
     known_failures = read_known(args.known_failures) if args.known_failures else None
     budget = default_budget(args.target) if args.budget is None else (args.budget or None)
+    limit = memory_limit(args)
     progress = KindTally(sys.stderr)
     doc = conform(args.target, kinds=kinds, device=args.device, quick=args.quick,
                   seed=args.seed, timeout_s=args.timeout or DEFAULT_TIMEOUT_S, progress=progress,
                   checks=args.check, param_map=param_map, budget_s=budget, fuzz=args.fuzz,
-                  case=args.case, known_failures=known_failures)
+                  case=args.case, known_failures=known_failures, memory_limit=limit)
     progress.close()
+    print(text.report(doc, verbose=args.verbose), flush=True)
     if args.json:
         write_json(args.json, doc)
-    print(text.report(doc, verbose=args.verbose))
     if doc["interrupted"]:
         raise KeyboardInterrupt
     counts = doc["summary"]

@@ -133,6 +133,10 @@ def _warnings(results: Results) -> list[Callout]:
             found.append(Callout("warning", f"Busy machine: {runs.run_of(source).label()} "
                                             f"when timed ({reasons}). Its timings are less "
                                             "reliable."))
+        if source.format == "bench" and source.interrupted:
+            found.append(Callout("warning", f"Interrupted: {source.path} is from a benchmark "
+                                            "run that did not finish; its results are "
+                                            "incomplete."))
     noisy = [t for t in results.timings if t.noisy]
     if noisy:
         found.append(Callout("warning", f"Noisy: {_names(noisy)}. The spread is large, so "
@@ -160,9 +164,8 @@ def _conformance_summary(results: Results, impl: str, run: runs.Run) -> str:
     if not sources:
         return "not checked"
     checks = [c for c in results.checks if c.source in sources]
-    errors = [s.error for s in sources if s.error]
     if not checks:
-        return f"could not run: {errors[0]}" if errors else "no checks ran"
+        return _unchecked(sources)
     counts = Counter(c.outcome for c in checks)
     case_list = ", quick case list" if any(s.quick for s in sources) else ""
     cut = ", interrupted: incomplete" if any(s.interrupted for s in sources) else ""
@@ -306,8 +309,7 @@ def _conformance(results: Results) -> Section:
                 for (name,), n in by_impl.items()]
     # A conformance file with no results still names its implementation: say so, never omit it.
     checked = {c.source.path for c in checks}
-    verdicts += [[s.target, *("0" for _ in outcomes),
-                  f"could not run: {s.error}" if s.error else "no checks ran"]
+    verdicts += [[s.target, *("0" for _ in outcomes), _unchecked([s])]
                  for s in results.sources if s.format == "conformance" and s.path not in checked]
     blocks = [Table("Verdict per implementation", ["implementation",
                     *(_OUTCOME_TITLES[o] for o in outcomes), "verdict"], verdicts,
@@ -486,13 +488,20 @@ def _columns(members: list[runs.Run], rows: dict[tuple, dict]) -> list[runs.Run]
     return [run for run in members if any(run in row for row in rows.values())]
 
 
+def _unchecked(sources: list[Source]) -> str:
+    """The verdict of conformance files without results: why none ran."""
+    errors = [s.error for s in sources if s.error]
+    return (f"could not run: {errors[0]}" if errors else
+            "interrupted before any check ran" if any(s.interrupted for s in sources) else
+            "no checks ran")
+
+
 def _run_verdict(results: Results, sources: list[Source]) -> str:
     if not sources:
         return ""
     checks = [c for c in results.checks if c.source in sources]
     if not checks:
-        errors = [s.error for s in sources if s.error]
-        return f"could not run: {errors[0]}" if errors else "no checks ran"
+        return _unchecked(sources)
     counts = Counter(c.outcome for c in checks)
     applicable = counts["passed"] + counts["failed"] + counts["error"]
     return f"{_verdict(counts, set())}, {counts['passed']} / {applicable}"

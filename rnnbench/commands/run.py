@@ -2,18 +2,27 @@
 
 Three stages, each writing its results as soon as it is done, so an interrupted run keeps what
 finished: the conformance suite on every available built-in implementation
-(`DIR/conformance-<impl>.json`; the suite's quick case list, the full one with --full), the
-`quick` benchmark preset over all of them (`DIR/bench.json`, rewritten after every workload),
-and the report over those files (`DIR/report.md`, `DIR/index.html`). A one-screen summary closes
-the run. Exit 1 when any conformance check failed or errored or any benchmark failed, 0
-otherwise, 2 when DIR cannot be written (said before any work).
+(`conformance-<impl>.json`; the suite's quick case list, the full one with --full), the `quick`
+benchmark preset over all of them (`bench.json`, rewritten after every workload and marked
+interrupted until the stage is done), and the report over those documents (`report.md`,
+`index.html`, `figures/`). A one-screen summary closes the run. Exit 1 when any conformance
+check failed or errored (or timed out: an incomplete run) or any benchmark failed, 0 otherwise,
+2 when DIR cannot be written (said before any work), is in use by another run, or a file could
+not be written (said after the summary, which comes from memory).
+
+Files go to DIR/.incomplete/ and move into DIR only once the run is complete
+(`rnnbench.run_folder`): an interrupted run leaves the previous complete one in DIR as it was.
+Interrupted (Ctrl-C, SIGTERM), the run stops its conformance children, kills what else it
+started (fused's C++ build), and says where its finished part is.
 
 The stages share the machine where they can: conformance runs in child processes, WORKERS at a
 time, each implementation's kinds split between two of them (KIND_GROUPS); the implementations'
 availability (fused builds its kernels) is found out beside them; the benchmark stage builds its
 modules, compares each with the reference and makes every first call (where torch.compile
 compiles) while conformance still runs (its first-call times are taken beside it), and waits
-for it to finish before it measures the machine and times anything.
+for it to finish before it measures the machine and times anything. On a terminal one status
+line shows every running stage; in a log a line says where each stage stands at least every
+HEARTBEAT_S seconds.
 """
 from __future__ import annotations
 
@@ -23,6 +32,7 @@ import textwrap
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_for
 from pathlib import Path
 
 from tabulate import tabulate
@@ -43,6 +53,9 @@ WORKERS = 2
 # mode, and with empty caches its gru checks take about as long as its rnn and lstm checks
 # together (its cells run eagerly and cost little). Kinds in no group join the last.
 KIND_GROUPS = (("rnn", "lstm"), ("rnn_cell", "lstm_cell", "gru_cell", "gru"))
+HEARTBEAT_S = 25    # in a log, the longest silence (checked every HEARTBEAT_POLL_S)
+HEARTBEAT_POLL_S = 5
+STOP_WAIT_S = 30    # interrupted: how long the conformance stages get to write what they have
 
 
 def add_arguments(parser) -> None:
@@ -54,58 +67,125 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from rnnbench.impls import BUILTINS, registered
+    from rnnbench.compiler_cache import private_for_this_process
+    from rnnbench.run_folder import RunFolder
 
     started = time.perf_counter()
     out = Path(args.out)
     require_writable(out, "--out", folder=True)
-    impls = registered()
-    builtins = {name: impls[name] for name in BUILTINS}
+    # The benchmark stage compiles in this process while the conformance children compile in
+    # theirs: each in its own copy of the compiler cache (see rnnbench.compiler_cache).
+    with RunFolder(out) as folder, private_for_this_process():
+        try:
+            return _main_job(folder, not args.full, started)
+        except KeyboardInterrupt:
+            print(f"rnnbench run: what finished is in {folder.staging}, marked interrupted "
+                  f"(`rnnbench report {folder.staging}` renders it); {out} keeps the last "
+                  "complete run", file=sys.stderr)
+            raise
+
+
+def _main_job(folder, quick: bool, started: float) -> int:
+    """The stages, the summary, the report; the files published once all are written."""
+    from rnnbench.child_process import end_descendants
+    from rnnbench.impls import BUILTINS, registered
+
+    builtins = {name: registered()[name] for name in BUILTINS}
     progress = StageProgress(sys.stdout)
+    writer = StageWriter(folder.staging, progress)
     stop = threading.Event()
     slots = threading.Semaphore(WORKERS)
     finding_out = ThreadPoolExecutor(max_workers=len(builtins))
     checking = ThreadPoolExecutor(max_workers=len(builtins))
+    conformance: dict[str, Future] = {}
     try:
         reasons = {name: finding_out.submit(impl.unavailable_reason) for name, impl in builtins.items()}
-        conformance = {name: checking.submit(_conformance_stage, impl, reasons[name], out,
-                                             not args.full, progress, stop, slots)
+        conformance = {name: checking.submit(_conformance_stage, impl, reasons[name], writer,
+                                             quick, progress, stop, slots)
                        for name, impl in builtins.items()}
         skipped = {name: reason for name, future in reasons.items() if (reason := future.result())}
-        bench = _bench_stage(list(builtins.values()), out, progress,
+        bench = _bench_stage(list(builtins.values()), writer, progress,
                              wait=lambda: _finished(conformance))
-        files = [path for path in _finished(conformance).values() if path is not None]
+        docs = {name: doc for name, doc in _finished(conformance).items() if doc is not None}
     except BaseException:
-        stop.set()      # the conformance children stop after their current check
+        stop.set()      # the conformance children stop now; their stages write what they have
+        wait_for(conformance.values(), timeout=STOP_WAIT_S)
+        end_descendants()   # what else this run started: fused's build, its compilers
         raise
     finally:
+        progress.close()
         finding_out.shutdown(cancel_futures=True)
         checking.shutdown(cancel_futures=True)
     progress.print("report ...")
-    from rnnbench.reports.load import load_inputs
     from rnnbench.reports.render import render_report
-    results = load_inputs([*files, bench[0]])
-    written = render_report(results, out)
-    print(summary(results, skipped, written, bench[1], time.perf_counter() - started))
+
+    documents = {f"conformance-{name}.json": doc for name, doc in docs.items()}
+    results = as_results({**documents, "bench.json": bench})
+    print(summary(results, docs, skipped, bench, time.perf_counter() - started), flush=True)
+    # Written after the summary: a full disk costs the files, never what was shown.
+    written = render_report(results, folder.staging)
+    writer.require_all_written()
+    folder.publish()
+    print(f"\nreport: {folder.folder / written['index.html'].name}\n"
+          f"        {folder.folder / written['report.md'].name}")
     failed = (any(c.outcome in ("failed", "error") for c in results.checks)
               or any(s.error for s in results.sources)
               or any(t.status == "failed" for t in results.timings))
     return 1 if failed else 0
 
 
-def _finished(stages: dict[str, Future]) -> dict[str, Path | None]:
+def as_results(documents: dict[str, dict]):
+    """The report's `Results` of documents in memory, by file name (what the run wrote, or
+    failed to write)."""
+    from rnnbench.reports.load import load_document
+    from rnnbench.reports.records import Results
+
+    results = Results()
+    for name, doc in documents.items():
+        results.extend(load_document(name, doc))
+    return results
+
+
+def _finished(stages: dict[str, Future]) -> dict[str, dict | None]:
     """Wait for every stage; their results (a stage's exception is raised here)."""
     return {name: future.result() for name, future in stages.items()}
 
 
+class StageWriter:
+    """Writes a stage's document into the staging folder. A write that fails (a full disk)
+    does not stop the run: it is said once, and `require_all_written` fails the run at the end
+    (after the summary), so the folder never publishes a run with a document missing."""
+
+    def __init__(self, folder: Path, progress: "StageProgress"):
+        self.folder, self.progress = folder, progress
+        self.failure: str | None = None
+
+    def write(self, name: str, doc: dict) -> None:
+        try:
+            write_json(self.folder / name, doc)
+        except UsageError as exc:
+            if self.failure is None:
+                self.progress.print(f"warning: {exc}; the run goes on, its results in memory")
+            self.failure = self.failure or str(exc)
+
+    def require_all_written(self) -> None:
+        if self.failure:
+            raise UsageError(self.failure)
+
+
 class StageProgress:
     """Progress of stages running at once: on a terminal one line with every running stage's
-    counter; everywhere the lines that stay (a stage started or finished)."""
+    counter; everywhere the lines that stay (a stage started or finished); in a log, every
+    running stage's counter whenever HEARTBEAT_S seconds have passed without a line."""
 
     def __init__(self, stream):
         self.line = LiveLine(stream)
         self.lock = threading.Lock()
         self.running: dict[str, str] = {}
+        self.started = self.last_line = time.monotonic()
+        self.closed = threading.Event()
+        if not self.line.live:
+            threading.Thread(target=self._heartbeat, daemon=True).start()
 
     @property
     def live(self) -> bool:
@@ -125,10 +205,25 @@ class StageProgress:
     def print(self, text: str) -> None:
         with self.lock:
             self.line.print(text)
+            self.last_line = time.monotonic()
 
     def counter(self, stage: str):
         """A `progress(done, total, label)` callback drawing this stage's counter."""
         return lambda done, total, label: self.update(stage, f"[{done}/{total}] {label}")
+
+    def close(self) -> None:
+        """No more heartbeats."""
+        self.closed.set()
+
+    def _heartbeat(self) -> None:
+        while not self.closed.wait(HEARTBEAT_POLL_S):
+            with self.lock:
+                quiet = time.monotonic() - self.last_line >= HEARTBEAT_S
+                stages = " | ".join(self.running.values()) or "working"
+            if quiet:
+                elapsed = int(time.monotonic() - self.started)
+                self.print(textwrap.shorten(f"[{elapsed // 60}:{elapsed % 60:02d}] {stages}",
+                                            WIDTH, placeholder=" ..."))
 
 
 def kind_groups(kinds) -> list[list[str]]:
@@ -138,10 +233,13 @@ def kind_groups(kinds) -> list[list[str]]:
     return [group for group in grouped if group]
 
 
-def _conformance_stage(impl, reason: Future, out: Path, quick: bool, progress: StageProgress,
-                       stop: threading.Event, slots: threading.Semaphore) -> Path | None:
-    """The conformance document of one built-in, its kind groups checked at once, written to
-    DIR; None when it is unavailable."""
+def _conformance_stage(impl, reason: Future, writer: StageWriter, quick: bool,
+                       progress: StageProgress, stop: threading.Event,
+                       slots: threading.Semaphore) -> dict | None:
+    """The conformance document of one built-in, its kind groups checked at once, written as
+    `conformance-<impl>.json`; None when it is unavailable."""
+    from rnnbench.suites.text import only_cut
+
     name = impl.name
     if reason.result():
         return None
@@ -154,16 +252,17 @@ def _conformance_stage(impl, reason: Future, out: Path, quick: bool, progress: S
             name, numbered[1], quick, progress.counter(f"{name} {numbered[0] + 1}/{len(groups)}"),
             stop, slots), enumerate(groups)))
     doc = merged(docs)
-    path = out / f"conformance-{name}.json"
-    write_json(path, doc)
+    writer.write(f"conformance-{name}.json", doc)
     if doc.get("interrupted"):
         raise KeyboardInterrupt
     said = f"could not run: {doc['error']}" if "error" in doc else tally(doc.get("summary", {}))
+    if only_cut(doc):
+        said += f"; incomplete: {doc['cut']} timed out or cut"
     for number in range(len(groups)):
         progress.done(f"{name} {number + 1}/{len(groups)}")
     progress.print(f"conformance {name}: {said or 'no checks ran'} "
                    f"({time.perf_counter() - started:.1f} s)")
-    return path
+    return doc
 
 
 def _conformance_group(name: str, kinds: list[str], quick: bool, counter, stop: threading.Event,
@@ -173,8 +272,6 @@ def _conformance_group(name: str, kinds: list[str], quick: bool, counter, stop: 
     from rnnbench.suites import conform
 
     def report(result, done: int, total: int) -> None:
-        if stop.is_set():     # conform() keeps what it has and returns, marked interrupted
-            raise KeyboardInterrupt
         counter(done, total, f"{name} {result.check}")
 
     unchecked = {"schema": CONFORMANCE_SCHEMA, "target": name, "environment": capture(),
@@ -184,8 +281,10 @@ def _conformance_group(name: str, kinds: list[str], quick: bool, counter, stop: 
             return {**unchecked, "interrupted": True}
         try:
             # No run budget: the built-ins are ours, and compile's first run builds its graphs
-            # for minutes; a budget bounds implementations that misbehave.
-            return conform(name, kinds=kinds, quick=quick, progress=report, budget_s=None)
+            # for minutes; a budget bounds implementations that misbehave. `stop` ends the
+            # child at once, and conform() returns what it has, marked interrupted.
+            return conform(name, kinds=kinds, quick=quick, progress=report, budget_s=None,
+                           stop=stop)
         except UsageError as exc:
             # A built-in that cannot even be checked must not cost the other stages their
             # results: the document says so ("error"), the report shows it and the run exits 1.
@@ -205,6 +304,9 @@ def merged(docs: list[dict]) -> dict:
     counts = {outcome: sum(r.get("outcome") == outcome for r in results) for outcome in OUTCOMES}
     return {**docs[0], "kinds": [kind for doc in docs for kind in doc.get("kinds", [])],
             "interrupted": any(doc.get("interrupted") for doc in docs),
+            "incomplete": any(doc.get("incomplete") for doc in docs),
+            "cut": sum(doc.get("cut") or 0 for doc in docs),
+            "slowdown": max(doc.get("slowdown") or 1.0 for doc in docs),
             "duration_s": max(doc.get("duration_s", 0.0) for doc in docs),
             "not_supported_features": {feature: reason for doc in docs for feature, reason
                                        in doc.get("not_supported_features", {}).items()},
@@ -212,13 +314,13 @@ def merged(docs: list[dict]) -> dict:
             "summary": counts, "results": results}
 
 
-def _bench_stage(impls: list, out: Path, progress: StageProgress, wait) -> tuple[Path, dict]:
-    """The quick preset over every built-in; `wait()` is called once the modules are built,
-    checked and called once, before anything is timed."""
+def _bench_stage(impls: list, writer: StageWriter, progress: StageProgress, wait) -> dict:
+    """The quick preset over every built-in, written as `bench.json` after every workload
+    (marked interrupted until done); `wait()` is called once the modules are built, checked and
+    called once, before anything is timed."""
     from rnnbench.benchmarks.harness import run_benchmarks
     from rnnbench.benchmarks.workloads import load_workloads
 
-    path = out / "bench.json"
     workloads = load_workloads(preset=PRESET)
     progress.print(f"benchmarks: preset {PRESET}, {len(workloads)} workloads x {len(impls)} "
                    "implementations ...")
@@ -229,27 +331,37 @@ def _bench_stage(impls: list, out: Path, progress: StageProgress, wait) -> tuple
         wait()
 
     doc = run_benchmarks(impls, workloads, preset=PRESET, progress=progress.counter("bench"),
-                         checkpoint=lambda partial: write_json(path, partial), wait=waiting)
-    write_json(path, doc)
+                         checkpoint=lambda partial: writer.write(
+                             "bench.json", {**partial, "interrupted": True}),
+                         wait=waiting)
+    doc = {**doc, "interrupted": False}
+    writer.write("bench.json", doc)
     progress.done("bench")
     progress.print(f"benchmarks done ({time.perf_counter() - started:.1f} s)")
-    return path, doc
+    return doc
 
 
-def summary(results, skipped: dict[str, str], written: dict, bench: dict, seconds: float) -> str:
-    """The closing screen: a busy machine's warning, conformance verdicts, speed-ups over
-    native (within noise, noisy and non-conforming said as such), where the report is."""
+def summary(results, docs: dict[str, dict], skipped: dict[str, str], bench: dict,
+            seconds: float) -> str:
+    """The closing screen: a busy machine's warning, conformance verdicts (incomplete where
+    only checks that timed out or were cut did not pass; `docs` are the conformance documents
+    by implementation), speed-ups over native (within noise, noisy and non-conforming said as
+    such)."""
     from rnnbench.benchmarks.machine import busy_line
     from rnnbench.reports import analysis
+    from rnnbench.suites.text import only_cut
 
     busy = busy_line(bench.get("machine_check"))
-    lines = [""] + ([busy] if busy else []) + [f"rnnbench run: done in {seconds:.0f} s"]
+    lines = ([""] + ([textwrap.fill(busy, WIDTH, subsequent_indent="  ")] if busy else [])
+             + [f"rnnbench run: done in {seconds:.0f} s"])
     counts = analysis.outcome_counts(results.checks, lambda c: (c.impl,))
     rows = []
     for source in (s for s in results.sources if s.format == "conformance"):
         n = counts.get((source.target,))
+        doc = docs.get(source.target, {})
         verdict = (f"could not run: {source.error}" if source.error else
                    "no checks ran" if n is None else
+                   f"incomplete ({doc['cut']} cut)" if only_cut(doc) else
                    "DOES NOT CONFORM" if n["failed"] + n["error"] else "conforms")
         rows.append([source.target, *(n[o] if n else 0 for o in OUTCOMES), verdict])
     rows += [[name, *("" for _ in OUTCOMES), "skipped (unavailable)"] for name in skipped]
@@ -263,7 +375,6 @@ def summary(results, skipped: dict[str, str], written: dict, bench: dict, second
         lines.append(f"benchmark failed: {t.impl} {t.workload} {t.metric}: {t.reason}")
     if len(failed) > 5:
         lines.append(f"... and {len(failed) - 5} more failed benchmarks (see the report)")
-    lines += ["", f"report: {written['index.html']}", f"        {written['report.md']}"]
     return "\n".join(lines)
 
 

@@ -3,7 +3,7 @@
 PNG rather than SVG so that no text from an input ever reaches the HTML as markup: names drawn
 into a figure end up as pixels. Each function returns None when the data has nothing to show.
 Only `matplotlib.figure.Figure` is used, never pyplot, so rendering a report changes no global
-matplotlib state of the caller.
+matplotlib state of the caller (mathtext is off only while the plots are drawn).
 
 Every plot has two layouts: WIDE for a desktop page and report.md, panels side by side, and
 NARROW for a phone, panels stacked in one column at a width whose text stays readable there.
@@ -14,7 +14,7 @@ import io
 import textwrap
 from dataclasses import dataclass
 
-from matplotlib import ticker
+from matplotlib import rc_context, ticker
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -52,10 +52,12 @@ class Plot:
 
 
 def all_plots(results: Results, row_label, layout: Layout = WIDE) -> dict[str, Plot]:
-    """Every plot the data supports, by name; `row_label(check)` names heat-map rows."""
-    plots = [conformance_heatmap(results, row_label, layout),
-             speedup_chart(results.timings, layout), scaling_chart(results.timings, layout),
-             device_chart(results.timings, layout)]
+    """Every plot the data supports, by name; `row_label(check)` names heat-map rows. Text is
+    drawn as it is: a name such as "$x^2$" from an input is not read as mathtext."""
+    with rc_context({"text.parse_math": False}):
+        plots = [conformance_heatmap(results, row_label, layout),
+                 speedup_chart(results.timings, layout), scaling_chart(results.timings, layout),
+                 device_chart(results.timings, layout)]
     return {p.name: p for p in plots if p is not None}
 
 

@@ -158,6 +158,7 @@ class _Bench:
                                                    memory_limit=self.memory_limit,
                                                    env=cache.env()) as child:
             planned, since = False, time.monotonic()
+            last_results_at = None  # what the child compiled before this is whole
             doing = (None, None, "loading the implementations")
             while True:
                 # --timeout bounds what is not ours; the built-ins' phases (the profiler's
@@ -187,12 +188,13 @@ class _Bench:
                     self.progress(event["done"], event["total"], event["label"])
                 elif kind == "results":
                     self.take(event["document"], event["results"])
+                    last_results_at = time.time()
                 elif kind == "done":
                     child.finish()
-                    if child.returncode == 0:    # what it compiled is whole: share it
-                        cache.merge()
+                    cache.merge(child.returncode == 0, last_results_at)
                     return None
             last = child.last_line()
+            cache.merge(False, last_results_at)
         if self.memory_limit and exceeded_memory(last):
             how = f"exceeded the memory limit ({memory_limit_text(self.memory_limit)}) and {how}"
         how += f"; last output: {last}" if last else ""

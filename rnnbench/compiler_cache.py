@@ -10,8 +10,9 @@ So every rnnbench process that may compile works in a `PrivateCache`: a folder o
 files are hard links to the shared cache's (no data copied; Inductor never writes into a file
 it finds, it builds what is missing), so a warm cache stays warm. A process that finishes
 normally `merge`s what it built into the shared cache, each file linked in whole or not at all;
-one that was killed merges nothing, and its folder is removed (by its parent, or by the next
-process that finds it abandoned).
+of one that was killed, only what it had written before its last finished piece of work (a
+check's result) is merged, since anything later may be cut short. Its folder is removed (by its
+parent, or by the next process that finds it abandoned).
 """
 from __future__ import annotations
 
@@ -47,14 +48,19 @@ def shared_cache() -> Path:
 
 class PrivateCache:
     """A private copy of `shared` (default `shared_cache()`) for one process; its `env` points
-    Inductor at it. Use as a context manager: the folder is removed on the way out."""
+    Inductor at it. Use as a context manager: the folder is removed on the way out. Where no
+    copy can be made (a full disk), there is none: `env` leaves Inductor at the shared cache."""
 
     def __init__(self, shared: str | os.PathLike | None = None):
         self.shared = Path(shared) if shared else shared_cache()
         root = self.shared / PRIVATE
-        root.mkdir(parents=True, exist_ok=True)
-        _remove_abandoned(root)
-        self.folder = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=root))
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            _remove_abandoned(root)
+            self.folder: Path | None = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=root))
+        except OSError:
+            self.folder = None
+            return
         _link_tree(self.shared, self.folder)
 
     def __enter__(self) -> "PrivateCache":
@@ -65,28 +71,39 @@ class PrivateCache:
 
     def env(self, base: dict | None = None) -> dict:
         """`base` (default this process's environment) with Inductor pointed at the copy."""
-        return {**(os.environ if base is None else base), ENV: str(self.folder)}
+        base = dict(os.environ if base is None else base)
+        return base if self.folder is None else {**base, ENV: str(self.folder)}
 
-    def merge(self) -> None:
-        """Link what the process built into the shared cache; a file already there stays."""
-        _link_tree(self.folder, self.shared)
+    def merge(self, finished: bool = True, last_work_at: float | None = None) -> None:
+        """Link what the process built into the shared cache (a file already there stays):
+        everything when it `finished`; else only the files last written before it finished its
+        last piece of work, at `last_work_at` (a time.time(); None: nothing)."""
+        if self.folder is not None and (finished or last_work_at is not None):
+            _link_tree(self.folder, self.shared, None if finished else last_work_at)
 
     def remove(self) -> None:
-        shutil.rmtree(self.folder, ignore_errors=True)
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def _link_tree(source: Path, target: Path) -> None:
-    """Every file under `source` that `target` lacks, hard-linked (or, across file systems,
-    copied and renamed into place, so that it appears whole) at the same place under
-    `target`; the private copies and lock files are left out."""
+def _link_tree(source: Path, target: Path, made_before: float | None = None) -> None:
+    """Every file under `source` that `target` lacks (and, with `made_before`, that was last
+    written before it), hard-linked (or, across file systems, copied and renamed into place, so
+    that it appears whole) at the same place under `target`; the private copies and lock files
+    are left out, and so is what cannot be written."""
     for folder, subfolders, files in os.walk(source):
         here = Path(folder)
         if here == source:
             subfolders[:] = [s for s in subfolders if s not in (PRIVATE, LOCKS)]
         there = target / here.relative_to(source)
-        there.mkdir(exist_ok=True)
+        try:
+            there.mkdir(exist_ok=True)
+        except OSError:
+            subfolders[:] = []
+            continue
         for name in files:
-            if (there / name).exists():
+            if (there / name).exists() or (made_before is not None
+                                           and _written_at(here / name) >= made_before):
                 continue
             try:
                 os.link(here / name, there / name)
@@ -94,6 +111,13 @@ def _link_tree(source: Path, target: Path) -> None:
                 continue        # another process put it there meanwhile
             except OSError:
                 _copy_whole(here / name, there / name)
+
+
+def _written_at(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return float("inf")
 
 
 def _copy_whole(source: Path, target: Path) -> None:

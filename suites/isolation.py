@@ -206,6 +206,7 @@ class _Run:
                                                    memory_limit=self.memory_limit,
                                                    env=cache.env()) as child:
             running, planned, since = None, False, time.monotonic()
+            last_result_at = None   # what the child compiled before this is whole
             while True:
                 # Until this child has loaded the target, allow for imports; then per check,
                 # and never past the run's budget.
@@ -226,11 +227,13 @@ class _Run:
                 since = time.monotonic()
                 planned = planned or event["event"] == "plan"
                 running = self.handle(event, running)
+                if event["event"] == "result":
+                    last_result_at = time.time()
                 if event["event"] == "done":
                     child.finish()
-                    if child.returncode == 0:    # what it compiled is whole: share it
-                        cache.merge()
+                    cache.merge(child.returncode == 0, last_result_at)
                     return
+            cache.merge(False, last_result_at)
             # Blame the check it was running (if it died between checks: the next one).
             culprit = running if running is not None else self.next_index() if planned else start
             self.died(culprit, how, time.monotonic() - since, child.last_line())

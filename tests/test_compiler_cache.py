@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from rnnbench.compiler_cache import PRIVATE, PrivateCache
@@ -84,3 +85,14 @@ def test_a_private_copy_left_by_a_dead_process_is_removed_by_the_next(tmp_path):
     abandoned.mkdir(parents=True)
     with PrivateCache(shared):
         assert not abandoned.exists()
+
+
+def test_a_process_that_did_not_finish_shares_only_what_it_wrote_before_its_last_result(tmp_path):
+    shared = tmp_path / "inductor"
+    with PrivateCache(shared) as cache:
+        (cache.folder / "whole.so").write_bytes(b"built for a finished check")
+        last_result = time.time()
+        os.utime(cache.folder / "whole.so", (last_result - 10, last_result - 10))
+        (cache.folder / "partial.so").write_bytes(b"cut sh")     # written after it
+        cache.merge(finished=False, last_work_at=last_result)
+    assert (shared / "whole.so").exists() and not (shared / "partial.so").exists()

@@ -53,7 +53,7 @@ WORKERS = 2
 # mode, and with empty caches its gru checks take about as long as its rnn and lstm checks
 # together (its cells run eagerly and cost little). Kinds in no group join the last.
 KIND_GROUPS = (("rnn", "lstm"), ("rnn_cell", "lstm_cell", "gru_cell", "gru"))
-HEARTBEAT_S = 25    # in a log, the longest silence (checked every HEARTBEAT_POLL_S)
+HEARTBEAT_S = 20    # in a log, the longest silence (checked every HEARTBEAT_POLL_S)
 HEARTBEAT_POLL_S = 5
 STOP_WAIT_S = 30    # interrupted: how long the conformance stages get to write what they have
 
@@ -87,12 +87,40 @@ def run(args) -> int:
 
 def _main_job(folder, quick: bool, started: float) -> int:
     """The stages, the summary, the report; the files published once all are written."""
+    from rnnbench.reports.render import render_report
+
+    progress = StageProgress(sys.stdout)
+    writer = StageWriter(folder.staging, progress)
+    try:
+        docs, skipped, bench = _stages(quick, writer, progress)
+        progress.print("report ...")
+        documents = {f"conformance-{name}.json": doc for name, doc in docs.items()}
+        results = as_results({**documents, "bench.json": bench})
+        progress.print(summary(results, docs, skipped, bench, time.perf_counter() - started))
+        # Written after the summary: a full disk costs the files, never what was shown.
+        written = render_report(results, folder.staging)
+        writer.require_all_written()
+        folder.publish()
+        progress.print(f"\nreport: {folder.folder / written['index.html'].name}\n"
+                       f"        {folder.folder / written['report.md'].name}")
+    finally:
+        progress.close()
+    failed = (any(c.outcome in ("failed", "error") for c in results.checks)
+              or any(s.error for s in results.sources)
+              or any(t.status == "failed" for t in results.timings))
+    return 1 if failed else 0
+
+
+def _stages(quick: bool, writer: StageWriter, progress: StageProgress
+            ) -> tuple[dict, dict, dict]:
+    """Conformance of every built-in beside the benchmark stage's preparation, then its timing:
+    (conformance documents by implementation, unavailable implementations with the reason,
+    the bench document). Interrupted, the conformance children stop at once, and what else
+    the run started is killed."""
     from rnnbench.child_process import end_descendants
     from rnnbench.impls import BUILTINS, registered
 
     builtins = {name: registered()[name] for name in BUILTINS}
-    progress = StageProgress(sys.stdout)
-    writer = StageWriter(folder.staging, progress)
     stop = threading.Event()
     slots = threading.Semaphore(WORKERS)
     finding_out = ThreadPoolExecutor(max_workers=len(builtins))
@@ -113,25 +141,9 @@ def _main_job(folder, quick: bool, started: float) -> int:
         end_descendants()   # what else this run started: fused's build, its compilers
         raise
     finally:
-        progress.close()
         finding_out.shutdown(cancel_futures=True)
         checking.shutdown(cancel_futures=True)
-    progress.print("report ...")
-    from rnnbench.reports.render import render_report
-
-    documents = {f"conformance-{name}.json": doc for name, doc in docs.items()}
-    results = as_results({**documents, "bench.json": bench})
-    print(summary(results, docs, skipped, bench, time.perf_counter() - started), flush=True)
-    # Written after the summary: a full disk costs the files, never what was shown.
-    written = render_report(results, folder.staging)
-    writer.require_all_written()
-    folder.publish()
-    print(f"\nreport: {folder.folder / written['index.html'].name}\n"
-          f"        {folder.folder / written['report.md'].name}")
-    failed = (any(c.outcome in ("failed", "error") for c in results.checks)
-              or any(s.error for s in results.sources)
-              or any(t.status == "failed" for t in results.timings))
-    return 1 if failed else 0
+    return docs, skipped, bench
 
 
 def as_results(documents: dict[str, dict]):
@@ -208,8 +220,9 @@ class StageProgress:
             self.last_line = time.monotonic()
 
     def counter(self, stage: str):
-        """A `progress(done, total, label)` callback drawing this stage's counter."""
-        return lambda done, total, label: self.update(stage, f"[{done}/{total}] {label}")
+        """A `progress(done, total, label)` callback drawing this stage's counter, after its
+        name: "compile 1/2 [12/336] gradients/single-layer"."""
+        return lambda done, total, label: self.update(stage, f"{stage} [{done}/{total}] {label}")
 
     def close(self) -> None:
         """No more heartbeats."""
@@ -272,7 +285,7 @@ def _conformance_group(name: str, kinds: list[str], quick: bool, counter, stop: 
     from rnnbench.suites import conform
 
     def report(result, done: int, total: int) -> None:
-        counter(done, total, f"{name} {result.check}")
+        counter(done, total, result.check)
 
     unchecked = {"schema": CONFORMANCE_SCHEMA, "target": name, "environment": capture(),
                  "kinds": kinds, "summary": {}, "results": []}

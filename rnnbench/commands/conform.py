@@ -72,7 +72,7 @@ def memory_limit(args) -> int | None:
 
     if args.memory_limit is None:
         return default_memory_limit()
-    if not args.memory_limit >= 0:
+    if not 0 <= args.memory_limit < float("inf"):
         raise UsageError(f"--memory-limit must be 0 (none) or a positive number of GiB, "
                          f"got {args.memory_limit:g}")
     return int(args.memory_limit * GIB) or None

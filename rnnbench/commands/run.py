@@ -93,11 +93,11 @@ def _main_job(folder, quick: bool, started: float) -> int:
     writer = StageWriter(folder.staging, progress)
     try:
         docs, skipped, bench = _stages(quick, writer, progress)
-        progress.print("report ...")
         documents = {f"conformance-{name}.json": doc for name, doc in docs.items()}
         results = as_results({**documents, "bench.json": bench})
         progress.print(summary(results, docs, skipped, bench, time.perf_counter() - started))
         # Written after the summary: a full disk costs the files, never what was shown.
+        progress.update("report", "writing the report")
         written = render_report(results, folder.staging)
         writer.require_all_written()
         folder.publish()

@@ -72,6 +72,12 @@ def _in_child(target: str, workload: Workload, metric: str, threads: int, timeou
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def constructor_kind(target: str, workload: Workload) -> str | None:
+    """The kind a bare constructor named as `target` implements: the workload's (a target
+    with a ":" may be one); None for a registered name."""
+    return workload.kind if ":" in target else None
+
+
 def _ratios(results: list[dict]) -> None:
     first = {}
     for result in results:  # sorted by steps: the first ok result per metric is the shortest
@@ -91,7 +97,7 @@ def _child(request: dict) -> dict:
 
     torch.set_num_threads(request["threads"])
     workload = workload_from_dict(request["workload"])
-    impl = load(request["target"])
+    impl = load(request["target"], constructor_kind(request["target"], workload))
     reason = impl.unavailable_reason()
     if reason:
         raise RuntimeError(f"{impl.name} is unavailable: {reason}")

@@ -94,6 +94,8 @@ CONVENTIONS = {
 }
 
 Progress = Callable[[int, int, str], None]
+# watch(implementation or None, workload or None, phase): what is about to run.
+Watch = Callable[[str | None, str | None, str], None]
 
 
 def run_benchmarks(impls: Iterable[Implementation], workloads: Iterable[Workload], device: str = "cpu",
@@ -101,13 +103,17 @@ def run_benchmarks(impls: Iterable[Implementation], workloads: Iterable[Workload
                    progress: Progress | None = None,
                    checkpoint: Callable[[dict], None] | None = None,
                    wait: Callable[[], None] | None = None, preset: str | None = None,
-                   history: str | os.PathLike | None = None) -> dict:
+                   history: str | os.PathLike | None = None,
+                   watch: Watch | None = None) -> dict:
     """Time every implementation on every workload; return the rnnbench.bench/2 document.
 
     `device`, `threads` apply to workloads that do not name their own; `budget_s` overrides the
     workloads' timing budgets; `preset` names where the workloads came from (recorded, as is the
     budget, so that the report can say what was measured and how). `progress(done, total, label)` is called as results come in;
-    `checkpoint(document)` after each workload, so an interrupted run keeps what it finished.
+    `checkpoint(document)` after each workload, so an interrupted run keeps what it finished;
+    `watch(impl, workload, phase)` before every phase of one implementation's work
+    (construction, pre-check, first call, warm-up, each timed sample, the memory call) and of
+    the machine's check, so that a caller watching from outside knows who hung or crashed.
 
     Each workload is prepared (modules built, pre-checked against the reference, first calls
     made) and then timed. With `wait`, every workload is prepared first, then `wait()` is called
@@ -117,6 +123,7 @@ def run_benchmarks(impls: Iterable[Implementation], workloads: Iterable[Workload
     processor reached (`machine.best_earlier_peak`); a peak far below it means a busy machine.
     """
     impls, workloads = list(impls), list(workloads)
+    watch = watch or _unwatched
     threads = threads or torch.get_num_threads()
     with pinned_threads(threads):
         environment = capture()
@@ -140,7 +147,7 @@ def run_benchmarks(impls: Iterable[Implementation], workloads: Iterable[Workload
         for workload in workloads:
             with pinned_threads(workload.threads or threads):
                 yield _prepare(impls, workload, workload.device or device, seed,
-                               _counter(progress, len(doc["results"]), total))
+                               _counter(progress, len(doc["results"]), total), watch)
 
     peaks: dict[tuple[str, int], dict] = {}
     preparing = prepared()
@@ -148,6 +155,7 @@ def run_benchmarks(impls: Iterable[Implementation], workloads: Iterable[Workload
         preparing = list(preparing)
         wait()
     # While this process waits and nothing of ours runs; then the peak at the run's settings.
+    watch(None, None, "the machine check")
     usage = measure_usage()
     with pinned_threads(threads):
         peak = _peak(peaks, device, threads)
@@ -162,7 +170,7 @@ def run_benchmarks(impls: Iterable[Implementation], workloads: Iterable[Workload
             peak = _peak(peaks, ready.device, workload.threads or threads)
             policy = RepeatPolicy(min_repeats=workload.min_repeats, budget_s=budget_s or workload.budget_s)
             _time(ready, peak and peak["gflops"], policy, busy,
-                  _counter(progress, len(doc["results"]), total))
+                  _counter(progress, len(doc["results"]), total), watch)
         doc["results"] += [result.to_json() for result in ready.results.values()]
         doc["peaks"] = list(peaks.values())
         if checkpoint:
@@ -170,6 +178,10 @@ def run_benchmarks(impls: Iterable[Implementation], workloads: Iterable[Workload
     if progress:
         progress(total, total, "done")
     return doc
+
+
+def _unwatched(impl: str | None, workload: str | None, phase: str) -> None:
+    return None
 
 
 def _counter(progress: Progress | None, done: int, total: int) -> Callable[[int, str], None]:
@@ -203,19 +215,20 @@ class Prepared:
 
 
 def _prepare(impls: list[Implementation], workload: Workload, device: str, seed: int,
-             report: Callable[[int, str], None]) -> Prepared:
+             report: Callable[[int, str], None], watch: Watch) -> Prepared:
     """Build every implementation's module, pre-check it against the reference, and make each
     metric's first call (timed: lazy initialisation and compilation happen there)."""
     ready = Prepared(workload, device, {}, {})
     results = ready.results
     for impl in impls:
         for metric in workload.metrics:
-            results[impl.name, metric] = _result(impl, workload, device, metric)
+            results[impl.name, metric] = unmeasured(impl.name, workload, device, metric)
         blocked = availability(impl, workload, device)
         if blocked:
             _mark(results, impl.name, workload.metrics, *blocked)
             continue
         try:
+            watch(impl.name, workload.name, "construction")
             ready.tasks[impl.name] = build_task(impl, workload, device, seed)
         except Exception as exc:  # a broken constructor is the implementation's result
             _mark(results, impl.name, workload.metrics, "failed", f"construction: {one_line(exc)}")
@@ -223,6 +236,7 @@ def _prepare(impls: list[Implementation], workload: Workload, device: str, seed:
                 results[impl.name, metric].conformance_note = "not checked: construction failed"
             continue
         report(0, f"{workload.name} pre-check of {impl.name}")
+        watch(impl.name, workload.name, "the pre-check")
         conformance = forward_conformance(impl, workload, device, seed)
         for metric in workload.metrics:
             results[impl.name, metric].conforms = conformance.conforms
@@ -241,6 +255,7 @@ def _prepare(impls: list[Implementation], workload: Workload, device: str, seed:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 try:
+                    watch(name, workload.name, f"the first call of {metric}")
                     result.first_call_s = measure(task.steps[metric], sync)
                     ready.calls[metric][name] = task.steps[metric]
                 except Exception as exc:
@@ -250,19 +265,21 @@ def _prepare(impls: list[Implementation], workload: Workload, device: str, seed:
 
 
 def _time(ready: Prepared, peak: float | None, policy: RepeatPolicy, busy: bool,
-          report: Callable[[int, str], None]) -> None:
+          report: Callable[[int, str], None], watch: Watch) -> None:
     """Warm-up, interleaved timing, memory and solver statistics, metric by metric; then the
     ratios to the baseline (not judged when the machine is `busy`)."""
     impls = len({name for name, _ in ready.results})
     for index, metric in enumerate(ready.workload.metrics):
         report(index * impls, f"{ready.workload.name} {metric}")
-        _time_metric(ready, metric, peak, policy)
+        _time_metric(ready, metric, peak, policy, watch)
     _ratios(ready.results, busy)
     report(len(ready.workload.metrics) * impls, f"{ready.workload.name} done")
 
 
-def _time_metric(ready: Prepared, metric: str, peak: float | None, policy: RepeatPolicy) -> None:
+def _time_metric(ready: Prepared, metric: str, peak: float | None, policy: RepeatPolicy,
+                 watch: Watch) -> None:
     sync = synchronizer(ready.device)
+    workload = ready.workload.name
     pinned = torch.get_num_threads()
     results, calls, numbers = ready.results, {}, {}
     for name, call in ready.calls[metric].items():
@@ -270,6 +287,7 @@ def _time_metric(ready: Prepared, metric: str, peak: float | None, policy: Repea
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
+                watch(name, workload, f"the warm-up of {metric}")
                 numbers[name] = warm_up(call, sync, min_sample_s=ready.workload.min_sample_s)
                 calls[name] = call
             except Exception as exc:
@@ -278,7 +296,9 @@ def _time_metric(ready: Prepared, metric: str, peak: float | None, policy: Repea
     with warnings.catch_warnings():
         # Recorded from the first call and warm-up; repeating them would flood the output.
         warnings.simplefilter("ignore")
-        samples, errors = measure_interleaved(calls, numbers, sync, policy)
+        samples, errors = measure_interleaved(calls, numbers, sync, policy,
+                                              before=lambda name: watch(name, workload,
+                                                                        f"timing {metric}"))
         # The count in effect while timed: an implementation may have changed torch's.
         used = torch.get_num_threads()
         for name in calls:
@@ -286,6 +306,7 @@ def _time_metric(ready: Prepared, metric: str, peak: float | None, policy: Repea
                 _mark(results, name, [metric], "failed", f"timed call: {one_line(errors[name])}")
                 continue
             try:
+                watch(name, workload, f"the memory call of {metric}")
                 memory = peak_memory_bytes(calls[name], ready.device)
             except Exception as exc:
                 _mark(results, name, [metric], "failed", f"memory call: {one_line(exc)}")
@@ -339,10 +360,11 @@ def _ratios(results: dict[tuple[str, str], BenchResult], busy: bool) -> None:
                 ratio.value, ratio.ci, ratio.verdict)
 
 
-def _result(impl: Implementation, workload: Workload, device: str, metric: str) -> BenchResult:
-    """A result not measured yet: its labels, and the FLOPs its workload and metric count."""
+def unmeasured(impl: str, workload: Workload, device: str, metric: str) -> BenchResult:
+    """A result of implementation `impl` not measured yet: its labels, and the FLOPs its
+    workload and metric count."""
     return BenchResult(
-        impl=impl.name, kind=workload.kind, workload=workload.name,
+        impl=impl, kind=workload.kind, workload=workload.name,
         device=torch.device(device).type, dtype=workload.dtype,
         threads=torch.get_num_threads(), batch=workload.batch, steps=workload.steps,
         metric=metric, conformance_note="not checked: not timed",

@@ -28,6 +28,10 @@ _COUNTS = ("threads", "batch", "steps", "repeats", "number")
 _NUMBERS = ("median_s", "iqr_s", "first_call_s", "flops", "flops_no_input_gemm", "gflops",
             "gflops_no_input_gemm", "peak_gflops", "peak_fraction", "vs_native", "tokens_per_s",
             "peak_mem_bytes")
+# Seconds per call outside this range are no measurement (a call takes more than a picosecond
+# and less than a million seconds), and would overflow a plot's log axis or divide by zero.
+SECONDS_RANGE = (1e-12, 1e6)
+_SECONDS = ("median_s", "first_call_s")     # iqr_s may be 0; samples_s are checked one by one
 
 
 class InvalidResult(ValueError):
@@ -95,9 +99,9 @@ class BenchResult:
         keys it does not know are ignored). `extra` goes to the constructor of a subclass.
 
         InvalidResult (one line) for a missing impl, workload or metric, an unknown status, a
-        timed result without a number, or a field of the wrong type. Judgements that are
-        malformed (an interval, a verdict, the noisy, bimodal or conforms flags) are not
-        believed: None.
+        timed result without a number, a field of the wrong type, a negative number, or a time
+        outside SECONDS_RANGE. Judgements that are malformed (an interval, a verdict, the noisy,
+        bimodal or conforms flags) are not believed: None.
         """
         if not isinstance(data, dict):
             raise InvalidResult("not an object")
@@ -114,7 +118,14 @@ class BenchResult:
         values.update({name: _count(data, name) for name in _COUNTS})
         values["repeats"] = values["repeats"] or 0
         values.update({name: _number(data, name) for name in _NUMBERS})
-        values["samples_s"] = [_checked(v, _is_number, "samples_s", "a list of numbers")
+        for name in _SECONDS:
+            _checked(values[name], lambda v: v is None or _is_seconds(v), name, _SECONDS_TEXT)
+        _checked(values["iqr_s"], lambda v: v is None or v == 0 or _is_seconds(v), "iqr_s",
+                 f"0 or {_SECONDS_TEXT}")
+        negative = next((name for name in _NUMBERS if (values[name] or 0) < 0), None)
+        if negative:
+            raise InvalidResult(f"{negative!r} is {_short(values[negative])}, not a number >= 0")
+        values["samples_s"] = [_checked(v, _is_seconds, "samples_s", f"a list of {_SECONDS_TEXT}")
                                for v in _checked(data.get("samples_s") or [], _is_list,
                                                  "samples_s", "a list of numbers")]
         values["warnings"] = [_checked(v, _is_text, "warnings", "a list of strings")
@@ -180,6 +191,13 @@ def _checked(value, test, name: str, what: str):
 
 def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+_SECONDS_TEXT = f"seconds from {SECONDS_RANGE[0]:g} to {SECONDS_RANGE[1]:g}"
+
+
+def _is_seconds(value) -> bool:
+    return _is_number(value) and SECONDS_RANGE[0] <= value <= SECONDS_RANGE[1]
 
 
 def _is_text(value) -> bool:

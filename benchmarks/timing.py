@@ -131,11 +131,13 @@ def warm_up(fn: Callable[[], object], sync: Callable[[], None], *, min_sample_s:
 
 
 def measure_interleaved(calls: dict[Hashable, Callable[[], object]], numbers: dict[Hashable, int],
-                        sync: Callable[[], None], policy: RepeatPolicy
+                        sync: Callable[[], None], policy: RepeatPolicy,
+                        before: Callable[[Hashable], None] | None = None
                         ) -> tuple[dict[Hashable, list[float]], dict[Hashable, Exception]]:
     """Samples of every candidate, one per candidate per round, in a rotating order.
 
     A candidate that raises stops being timed; its exception is returned and the others go on.
+    `before(key)` is called before each sample, outside the time taken.
     """
     samples: dict[Hashable, list[float]] = {key: [] for key in calls}
     errors: dict[Hashable, Exception] = {}
@@ -146,6 +148,8 @@ def measure_interleaved(calls: dict[Hashable, Callable[[], object]], numbers: di
             return samples, errors
         shift = rounds % len(live)
         for key in live[shift:] + live[:shift]:
+            if before:
+                before(key)
             try:
                 samples[key].append(measure(calls[key], sync, numbers[key]))
             except Exception as exc:  # the implementation's failure is a result, not our crash

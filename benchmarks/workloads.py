@@ -38,6 +38,9 @@ RAGGED_KINDS = ("rnn", "lstm", "gru")  # the kinds that take variable-length (pa
 BACKWARD_METRICS = ("forward_backward", "train_step")
 # A backward pass costs two forwards' matmuls (activation gradients + weight gradients).
 BACKWARD_FLOP_FACTOR = 2
+# The most torch threads a workload or an option may ask for: far past any machine's cores, and
+# far below what torch's set_num_threads overflows on.
+MAX_THREADS = 1024
 
 
 @dataclass(frozen=True)
@@ -164,7 +167,11 @@ def workload_from_dict(data: dict, defaults: dict | None = None) -> Workload:
         merged["config"] = config_from_dict(merged["config"])
     except (ConfigError, TypeError) as exc:
         raise ValueError(str(exc)) from None
-    merged["metrics"] = tuple(merged.get("metrics", Workload.metrics))
+    metrics = merged.get("metrics", Workload.metrics)
+    if not isinstance(metrics, (list, tuple)) or not all(isinstance(m, str) for m in metrics):
+        raise ValueError(f"metrics must be a non-empty list drawn from {', '.join(METRICS)}, "
+                         f"got {metrics!r}")
+    merged["metrics"] = tuple(metrics)
     workload = Workload(**merged)
     problem = _problem(workload)
     if problem:
@@ -185,6 +192,8 @@ def _problem(w: Workload) -> str | None:
         value = getattr(w, name)
         if value is not None and not positive_int(value):
             return f"{name} must be a positive integer or null, got {value!r}"
+    if w.threads is not None and w.threads > MAX_THREADS:
+        return f"threads must be at most {MAX_THREADS}, got {w.threads}"
     if w.dtype not in DTYPES:
         return f"dtype must be one of {', '.join(DTYPES)}, got {w.dtype!r}"
     if w.device is not None and w.device not in DEVICES:

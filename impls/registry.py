@@ -16,6 +16,8 @@ import sys
 import warnings
 from pathlib import Path
 
+from torch import nn
+
 from rnnbench.errors import IMPORT_FAILURES, UsageError, one_line
 from rnnbench.impls.base import Implementation
 from rnnbench.reference.kinds import KINDS
@@ -40,13 +42,23 @@ def registered() -> dict[str, Implementation]:
     return impls
 
 
-def load(target: str, kind: str | None = None, kind_option: str = "--kind") -> Implementation:
+def registered_names() -> list[str]:
+    """The names `registered()` has, without importing any entry point's code."""
+    names = list(BUILTINS)
+    names += [ep.name for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+              if ep.name not in names]
+    return names
+
+
+def load(target: str, kind: str | None = None, kind_option: str = "--kind", *,
+         kinds_given: tuple[str, ...] = ()) -> Implementation:
     """Resolve `target` (a registered name, `package.module:attr` or `path/to/file.py:attr`).
 
     `attr` may be dotted. When it is a bare constructor rather than an Implementation, `kind`
     says which kind it implements and the result is an Implementation named `target` with that
     one kind. When it is an Implementation and `kind` is given, the kind must be one it provides.
-    `kind_option` is what the caller's users type to give the kind (for the error message).
+    `kind_option` is what the caller's users type to give the kind, and `kinds_given` the
+    several kinds they gave instead of one (both for the error messages).
     """
     if kind is not None and kind not in KINDS:
         raise UsageError(f"unknown kind {kind!r}; known kinds: {', '.join(KINDS)}")
@@ -62,22 +74,35 @@ def load(target: str, kind: str | None = None, kind_option: str = "--kind") -> I
             raise UsageError(f"unknown implementation {target!r}; registered: {', '.join(impls)} "
                              "(or name an object as package.module:attr or path/to/file.py:attr)")
         obj = impls[target]
-    return _as_implementation(obj, target, kind, kind_option)
+    return _as_implementation(obj, target, kind, kind_option, kinds_given)
 
 
-def _as_implementation(obj, target: str, kind: str | None, kind_option: str) -> Implementation:
+def _as_implementation(obj, target: str, kind: str | None, kind_option: str,
+                       kinds_given: tuple[str, ...] = ()) -> Implementation:
     if isinstance(obj, Implementation):
         if kind is not None and kind not in obj.kinds:
             raise UsageError(f"{target} provides no {kind!r}; it provides {', '.join(obj.kinds)}")
         return obj
+    if isinstance(obj, nn.Module):
+        raise UsageError(f"{target} is an instance of {type(obj).__name__}, already built; name "
+                         "its class (the constructor), which the checks call with each "
+                         "configuration")
     if not callable(obj):
-        raise UsageError(f"{target} is a {type(obj).__name__}, neither an Implementation "
+        raise UsageError(f"{target} is {_a(type(obj).__name__)}, neither an Implementation "
                          "nor a constructor")
+    if kind is None and len(kinds_given) > 1:
+        raise UsageError(f"{target} is a bare constructor, which implements one kind: give one "
+                         f"{kind_option}, not {len(kinds_given)} ({', '.join(kinds_given)})")
     if kind is None:
         raise UsageError(f"{target} is a bare constructor: say which kind it implements "
                          f"({kind_option}, one of {', '.join(KINDS)})")
     return Implementation(name=target, kinds={kind: obj},
                           description=f"{getattr(obj, '__qualname__', repr(obj))} as {kind}")
+
+
+def _a(noun: str) -> str:
+    """The noun with its indefinite article: "a list", "an int"."""
+    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
 
 
 def _import_module(name: str):

@@ -155,6 +155,9 @@ def _warnings(results: Results) -> list[Callout]:
             reasons = "; ".join(map(str, source.machine_check.get("reasons") or [])) or "busy"
             busy.append(f"Busy machine: {named.of(source)} when timed ({reasons}). Its "
                         "speed-ups are not judged.")
+        if source.format == "bench" and source.interrupted:
+            busy.append(f"Interrupted: {source.path} is from a benchmark run that did not "
+                        "finish; its results are incomplete.")
     # One run's CPU and GPU timings are two files that can say the same.
     found = [Callout("warning", text) for text in dict.fromkeys(busy)]
     noisy = [t for t in results.timings if t.noisy]
@@ -199,7 +202,7 @@ def _conformance_summary(results: Results, sources: list[Source], named: runs.Ru
 def _verdict_of(results: Results, source: Source) -> str:
     checks = [c for c in results.checks if c.source == source]
     if not checks:
-        return f"could not run: {source.error}" if source.error else "no checks ran"
+        return _unchecked([source])
     counts = Counter(c.outcome for c in checks)
     case_list = ", quick case list" if source.quick else ""
     cut = ", interrupted: incomplete" if source.interrupted else ""
@@ -349,8 +352,7 @@ def _conformance(results: Results) -> Section:
     checked = {c.source.path for c in checks}
     several = _checked_more_than_once(results)
     verdicts += [[f"{s.target} @ {named.of(s)}" if several else s.target,
-                  *("0" for _ in outcomes),
-                  f"could not run: {s.error}" if s.error else "no checks ran"]
+                  *("0" for _ in outcomes), _unchecked([s])]
                  for s in results.sources if s.format == "conformance" and s.path not in checked]
     blocks = [Table("Verdict per implementation", ["implementation",
                     *(_OUTCOME_TITLES[o] for o in outcomes), "verdict"], verdicts,
@@ -530,10 +532,18 @@ def _across_runs(results: Results) -> Section | None:
     return Section("Across runs", blocks)
 
 
+def _unchecked(sources: list[Source]) -> str:
+    """The verdict of conformance files without results: why none ran."""
+    errors = [s.error for s in sources if s.error]
+    return (f"could not run: {errors[0]}" if errors else
+            "interrupted before any check ran" if any(s.interrupted for s in sources) else
+            "no checks ran")
+
+
 def _run_verdict(results: Results, source: Source) -> str:
     checks = [c for c in results.checks if c.source == source]
     if not checks:
-        return f"could not run: {source.error}" if source.error else "no checks ran"
+        return _unchecked([source])
     counts = Counter(c.outcome for c in checks)
     applicable = counts["passed"] + counts["failed"] + counts["error"]
     return f"{_verdict(checks, set())}, {counts['passed']} / {applicable}"

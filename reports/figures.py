@@ -3,7 +3,7 @@
 PNG rather than SVG so that no text from an input ever reaches the HTML as markup: names drawn
 into a figure end up as pixels. Each function returns None when the data has nothing to show.
 Only `matplotlib.figure.Figure` is used, never pyplot, so rendering a report changes no global
-matplotlib state of the caller.
+matplotlib state of the caller (mathtext is off only while the plots are drawn).
 
 Every plot has two layouts: WIDE for a desktop page and report.md, panels side by side, and
 NARROW for a phone, panels stacked in one column at a width whose text stays readable there.
@@ -19,7 +19,7 @@ import math
 import textwrap
 from dataclasses import dataclass
 
-from matplotlib import ticker
+from matplotlib import rc_context, ticker
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
@@ -62,12 +62,14 @@ class Plot:
 
 
 def all_plots(results: Results, row_label, layout: Layout = WIDE) -> dict[str, Plot]:
-    """Every plot the data supports, by name; `row_label(check)` names heat-map rows."""
+    """Every plot the data supports, by name; `row_label(check)` names heat-map rows. Text is
+    drawn as it is: a name such as "$x^2$" from an input is not read as mathtext."""
     named = Runs(results)
-    plots = [conformance_heatmap(results, row_label, layout),
-             speedup_chart(results.timings, named, layout),
-             scaling_chart(results.timings, named, layout),
-             device_chart(results.timings, named, layout)]
+    with rc_context({"text.parse_math": False}):
+        plots = [conformance_heatmap(results, row_label, layout),
+                 speedup_chart(results.timings, named, layout),
+                 scaling_chart(results.timings, named, layout),
+                 device_chart(results.timings, named, layout)]
     return {p.name: p for p in plots if p is not None}
 
 

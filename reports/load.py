@@ -5,11 +5,13 @@ asv results folder, or a folder of results files), searched for `*.json`. A file
 twice, or found again in a folder) or with the same content as an earlier one (a copy) is read
 once and listed in `Results.duplicates`, so nothing is counted twice.
 
-Policy for bad inputs: a file named on the command line that cannot be read, is not JSON, or
-is none of the four formats raises `UsageError` naming it, before anything is written. A file
-found inside a named folder that is not a results file is listed as unplaced instead (folders
-hold other things, e.g. asv's `machine.json`). Inside a good file, an item the report cannot
-place (a missing field, an unknown outcome) becomes an `Unplaced` entry with the reason.
+Policy for bad inputs: a file named on the command line that cannot be read, is not a regular
+file, is not JSON (or nests absurdly deep), or is none of the four formats raises `UsageError`
+naming it, before anything is written. A file found inside a named folder that is not a results
+file is listed as unplaced instead (folders hold other things, e.g. asv's `machine.json`);
+what is not a regular file there (a FIFO) and what is in hidden folders is not read. Inside a
+good file, an item the report cannot place (a missing field, an unknown outcome, a time out of
+range) becomes an `Unplaced` entry with the reason.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from pathlib import Path
 
 from rnnbench.benchmarks.result import MEASURED, InvalidResult
 from rnnbench.errors import UsageError
+from rnnbench.printable import printable_data
 from rnnbench.reports.records import SIZE_FIELDS, Check, Duplicate, Results, Source, Timing, Unplaced
 from rnnbench.documents import (BENCH_SCHEMA, BENCH_SCHEMAS, CONFORMANCE_SCHEMA, NOT_SELECTED,
                                 read_json)
@@ -71,10 +74,12 @@ class _Seen:
 
     def repeated(self, path: Path, results: Results) -> bool:
         """True (and a Duplicate recorded) when `path` repeats a file read before."""
+        if not path.is_file():
+            return False        # load_file says what is wrong with it
         try:
             real, content = path.resolve(), path.read_bytes()
         except OSError:
-            return False        # load_file says what is wrong with it
+            return False
         digest = hashlib.sha256(content).hexdigest()
         earlier = self.paths.get(real) or self.digests.get(digest)
         if earlier is not None:
@@ -88,7 +93,15 @@ class _Seen:
 def load_file(path: str | os.PathLike) -> Results:
     """Load one results file of any supported format; UsageError if it is not one."""
     path = Path(path)
-    data = read_json(path)
+    return load_document(path, read_json(path))
+
+
+def load_document(path: str | os.PathLike, data) -> Results:
+    """Load a results document already read (or made in memory) as `load_file` loads the file
+    `path`; UsageError if it is none of the formats. Every string in it is made `printable`:
+    the report shows, and never obeys, a control character in a name or a message."""
+    path = Path(path)
+    data = printable_data(data)
     fmt = detect_format(data)
     if fmt is None:
         if isinstance(data, dict) and path.name in ASV_METADATA_FILES:
@@ -120,7 +133,10 @@ def detect_format(data) -> str | None:
 
 def _load_folder(folder: Path, seen: _Seen) -> Results:
     results = Results()
-    files = sorted(p for p in folder.rglob("*.json") if p.name not in ASV_METADATA_FILES)
+    # Only regular files (a FIFO would block the read forever), and none in hidden folders
+    # (an unfinished `rnnbench run` writes into .incomplete/).
+    files = sorted(p for p in folder.rglob("*.json") if p.name not in ASV_METADATA_FILES
+                   and p.is_file() and not _hidden(p.relative_to(folder)))
     if not files:
         raise UsageError(f"{folder}: a folder with no results files (*.json) in it")
     for path in files:
@@ -163,6 +179,7 @@ def _load_bench(path: Path, data: dict) -> Results:
     workloads = {w.get("name"): w for w in data.get("workloads") or [] if isinstance(w, dict)}
     source = Source(str(path), "bench", _hostname(environment), environment,
                     time=_time_of(path, environment.get("date")), settings=_bench_settings(data),
+                    interrupted=data.get("interrupted") is True,
                     machine_check=_dict_or_empty(data.get("machine_check")))
     results = Results(sources=[source])
     for i, item in enumerate(_list_field(data, "results")):
@@ -427,6 +444,10 @@ def _asv_param(text):
 
 
 # --- small helpers ----------------------------------------------------------------------------
+
+def _hidden(relative: Path) -> bool:
+    return any(part.startswith(".") for part in relative.parts[:-1])
+
 
 def _hostname(environment: dict) -> str:
     return str(environment.get("hostname") or environment.get("node") or "unknown")

@@ -2,21 +2,26 @@
 
 Each subcommand lives in `rnnbench.commands.<name>` with `add_arguments(parser)` and
 `run(args) -> int`. Exit codes: 0 ok, 1 checks failed or a regression, 2 usage or input error,
-3 a comparison that could not judge (`compare` on a run timed on a busy machine).
+3 a comparison that could not judge (`compare` on a run timed on a busy machine), 130
+interrupted (Ctrl-C), 143 terminated (SIGTERM); the last two keep what finished.
 A wrong argument, whether argparse or the command finds it, is one line on stderr and exit 2.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.util
 import os
 import shutil
+import signal
 import sys
 import textwrap
+import threading
 
 import rnnbench
 from rnnbench.errors import UsageError
+from rnnbench.printable import printable
 
 # Subcommand name -> one-line help. Modules are imported lazily so `rnnbench --help` is fast.
 COMMANDS = {
@@ -109,6 +114,26 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.
     return args
 
 
+@contextlib.contextmanager
+def _terminate_as_interrupt(terminated: threading.Event):
+    """SIGTERM raises KeyboardInterrupt in the main thread while the block runs, so that a
+    terminated command ends its children and writes what finished, as an interrupted one does;
+    `terminated` is set, so that it exits 143, not 130."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum, frame):
+        terminated.set()
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
@@ -116,12 +141,17 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:           # --help, --version, or a one-line argument error
         return exc.code if isinstance(exc.code, int) else 2
     module = importlib.import_module(f"rnnbench.commands.{args.command}")
+    terminated = threading.Event()
     try:
-        return module.run(args)
+        with _terminate_as_interrupt(terminated):
+            return module.run(args)
     except UsageError as exc:
-        print(f"rnnbench {args.command}: error: {exc}", file=sys.stderr)
+        print(f"rnnbench {args.command}: error: {printable(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        if terminated.is_set():
+            print(f"rnnbench {args.command}: terminated", file=sys.stderr)
+            return 143
         print(f"rnnbench {args.command}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:

@@ -24,6 +24,9 @@ STATUSES = ("ok", "unavailable", "not_supported", "failed")
 NOT_SELECTED = "not_selected"
 # The implementation every speed-up is relative to (the bench document's "vs_native").
 BASELINE = "native"
+# Results documents nest a few levels; a file nested much deeper is not one, and would exhaust
+# the stack of code that walks it.
+MAX_NESTING = 64
 
 
 def write_json(path: str | os.PathLike, data: dict) -> None:
@@ -34,7 +37,7 @@ def write_json(path: str | os.PathLike, data: dict) -> None:
 
 def write_atomic(path: str | os.PathLike, data: bytes) -> Path:
     """Write `data` to `path` atomically, making its folder if needed; UsageError (one line) when
-    the place cannot be written."""
+    the place cannot be written or the data does not fit (the file keeps its old content)."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -46,6 +49,9 @@ def write_atomic(path: str | os.PathLike, data: bytes) -> Path:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, path)
+    except OSError as exc:     # a full disk, a quota: the old file stays as it was
+        os.unlink(tmp)
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
     except BaseException:
         os.unlink(tmp)
         raise
@@ -81,8 +87,11 @@ def _umask() -> int:
 def read_json(path: str | os.PathLike, schemas: tuple[str, ...] | None = None,
               what: str = "file") -> dict:
     """Read a results file, checking its "schema" field when `schemas` is given. Every way it
-    can fail is a one-line UsageError; `what` names the file in "no such <what>"."""
+    can fail is a one-line UsageError (not a regular file, not JSON, nested deeper than
+    MAX_NESTING, the wrong schema); `what` names the file in "no such <what>"."""
     path = Path(path)
+    if path.exists() and not path.is_file():    # a folder, or a FIFO that would block forever
+        raise UsageError(f"{path}: not a regular file")
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
@@ -91,11 +100,32 @@ def read_json(path: str | os.PathLike, schemas: tuple[str, ...] | None = None,
         raise UsageError(f"{path}: cannot read: {exc}") from None
     except json.JSONDecodeError as exc:
         raise UsageError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    except RecursionError:
+        raise UsageError(_too_deep(path)) from None
+    if nesting(data) > MAX_NESTING:
+        raise UsageError(_too_deep(path))
     if schemas is not None:
         schema = data.get("schema") if isinstance(data, dict) else None
         if schema not in schemas:
             raise UsageError(f"{path}: schema {schema!r} is not one of {', '.join(schemas)}")
     return data
+
+
+def _too_deep(path: Path) -> str:
+    return f"{path}: nested deeper than {MAX_NESTING} levels, which no results file is"
+
+
+def nesting(value) -> int:
+    """How deeply lists and objects nest in a parsed JSON value (a number or string: 0);
+    counted without recursion."""
+    deepest, pending = 0, [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        children = item.values() if isinstance(item, dict) else item
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, depth)
+            pending.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 def _jsonable(value):

@@ -1,10 +1,12 @@
 """Progress of the long commands: on a terminal one status line redrawn in place; in a log (CI, a
-pipe) only the lines meant to stay, so a log is not flooded with redraws."""
+pipe) only the lines meant to stay, so a log is not flooded with redraws. Every line is shown
+`printable`: a workload's or a target's name cannot steer the terminal."""
 from __future__ import annotations
 
 import shutil
 
 from rnnbench.documents import OUTCOMES
+from rnnbench.printable import printable
 
 ERASE = "\r\033[K"      # back to the start of the line and erase it
 
@@ -22,13 +24,13 @@ class LiveLine:
         if self.live:
             # A line wider than the terminal wraps, and "\r" can no longer erase all of it.
             width = shutil.get_terminal_size().columns - 1
-            self._write(ERASE + text[:width])
+            self._write(ERASE + printable(text)[:width])
             self.shown = True
 
     def print(self, text: str) -> None:
         """A line that stays, in place of the status line."""
         self.clear()
-        self._write(text + "\n")
+        self._write(printable(text) + "\n")
 
     def clear(self) -> None:
         """Erase the status line, if one is shown."""

@@ -36,10 +36,21 @@ usage() { echo "nightly: $*; usage: scripts/nightly.sh conform IMPL [DEVICE] |" 
 
 command -v rnnbench >/dev/null || { echo "nightly: rnnbench must be on PATH (pip install -e .)" >&2
                                     exit 2; }
+# The machine name becomes a folder name (the asv site's): one path component, nothing else.
+case $MACHINE in
+    ''|.|..|*/*|*[!A-Za-z0-9._-]*)
+        echo "nightly: RNNBENCH_MACHINE must be a name of letters, digits, '.', '_' and '-'" \
+             "(not '.' or '..'), got '$MACHINE'" >&2
+        exit 2 ;;
+esac
+
+# A name as a file name's part: characters other than letters, digits, '.', '_', '-' become '_'.
+file_part() { printf '%s' "$1" | tr -c 'A-Za-z0-9._-' '_'; }
 
 conform() {   # IMPL DEVICE
     mkdir -p "$RESULTS" || exit 2
-    rnnbench conform "$1" --device "$2" --budget 0 --json "$RESULTS/conformance-$1-$2.json"
+    rnnbench conform "$1" --device "$2" --budget 0 \
+        --json "$RESULTS/conformance-$(file_part "$1")-$2.json" < /dev/null
     case $? in
         0) ;;
         1) fail "$1 on $2 does not conform" ;;
@@ -116,21 +127,32 @@ merge() {   # RESULTS SITE
     echo "nightly: site in $site"
 }
 
+device_only() {   # DEVICE: it goes into file names
+    case $1 in
+        cpu|cuda|cuda:[0-9]|cuda:[0-9][0-9]) ;;
+        *) usage "DEVICE must be cpu or cuda[:N], got '$1'" ;;
+    esac
+}
+
 step=${1:-}
 case $step in
     conform) [ $# -ge 2 ] && [ $# -le 3 ] || usage "conform takes IMPL [DEVICE]"
+             device_only "${3:-cpu}"
              conform "$2" "${3:-cpu}" ;;
     bench)   [ $# -le 2 ] || usage "bench takes [DEVICE]"
+             device_only "${2:-cpu}"
              bench "${2:-cpu}" ;;
     merge)   [ $# -eq 3 ] || usage "merge takes RESULTS SITE"
              merge "$2" "$3" ;;
     all)     [ $# -eq 1 ] || usage "all takes no arguments"
              python="$(dirname "$(command -v rnnbench)")/python"  # the environment rnnbench is in
              available='import json, sys
-print(" ".join(i["name"] for i in json.load(sys.stdin) if i["available"]))'
-             for impl in $(rnnbench list --json | "$python" -c "$available"); do
-                 conform "$impl" cpu
-             done
+print("\n".join(i["name"] for i in json.load(sys.stdin) if i["available"]))'
+             # One name a line, read whole: a name is never split at spaces or expanded as a glob.
+             impls=$(rnnbench list --json | "$python" -c "$available") || exit 2
+             while IFS= read -r impl; do
+                 [ -n "$impl" ] && conform "$impl" cpu
+             done <<< "$impls"
              bench cpu
              if "$python" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())'; then
                  bench cuda

@@ -1,33 +1,43 @@
 """`conform`: the checks of one target, run in a child process that cannot take the run down.
 
-The child (`rnnbench.suites.child`) loads the target, plans the checks and streams one result per
-check. When it dies (a segfault, `os._exit`) or a check runs past its time limit, the check it
-was running becomes an "error" result, the child is killed if need be, and a fresh child carries
-on with the next check; `sys.exit` inside a check is caught in the child itself.
+The child (`rnnbench.suites.child`, started as a `rnnbench.child_process.ChildProcess`) loads the
+target, plans the checks and streams one result per check. When it dies (a segfault,
+`os._exit`) or a check runs past its time limit, the check it was running becomes an "error"
+result, the child is killed if need be, and a fresh child carries on with the next check;
+`sys.exit` inside a check is caught in the child itself.
 
 Every run is bounded, however the implementation misbehaves:
 - a check's time limit is the larger of `timeout_s` and CHECK_SLOWDOWN times what the check
-  takes on native (`native_seconds.json`, measured by `python -m rnnbench.suites.native_times`);
-- a kind on which the process died CRASH_LIMIT checks in a row is given up;
-- once checks that hung or crashed have cost LOST_BUDGET_S in all, the rest of the run is given
-  up (an implementation that hangs after a while would otherwise restart a child per check);
-- after `budget_s` the remaining checks are not run.
-Checks that are not run are "error" results that say why. What finished is always kept: an
+  takes on native (`native_seconds.json`, measured by `python -m rnnbench.suites.native_times`),
+  times this machine's slowdown against the machine that table was measured on: each child
+  times native's forward check first (`native_times.calibrate`) and the ratio to the table's
+  own calibration (never below 1) scales every limit, so a slower or busier machine gets
+  proportionally longer;
+- a kind on which the process died or hung CRASH_LIMIT checks in a row is given up;
+- once checks that hung or crashed have cost LOST_BUDGET_S (times the slowdown) in all, the rest
+  of the run is given up (an implementation that hangs after a while would otherwise restart a
+  child per check);
+- after `budget_s` (counted from the first check) the remaining checks are not run;
+- a child's memory is limited (`memory_limit`; a check that exceeds it is an error that says
+  so), only a bounded tail of what it prints is kept, and its whole process group is ended with
+  it; it compiles in a private copy of torch.compile's cache, shared back only when it finished
+  (`rnnbench.compiler_cache`), so a child killed midway leaves no half-built library behind.
+Checks that are not run are "error" results that say why. Results that timed out or were not
+run for a budget are marked incomplete (`numbers["incomplete"]`): the run could not judge them,
+which is not the same as a failure, and the verdict says "incomplete" (`results.judge`). What finished is always kept: an
 interrupted run returns the results it has.
 """
 from __future__ import annotations
 
 import json
-import os
-import selectors
-import signal
-import subprocess
-import sys
-import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from rnnbench.child_process import (ChildProcess, default_memory_limit, exceeded_memory,
+                                    memory_limit_text)
+from rnnbench.compiler_cache import PrivateCache
 from rnnbench.errors import UsageError
 from rnnbench.suites import known
 from rnnbench.suites.features import device_type
@@ -41,11 +51,8 @@ CRASH_LIMIT = 3
 LOST_BUDGET_S = 100.0
 CHECK_SLOWDOWN = 100.0
 FUZZ_CASE_S = 5.0  # the time limit of a fuzz check grows by this per drawn case
+POLL_S = 0.25  # how often a waiting parent looks whether it was told to stop
 NATIVE_SECONDS = Path(__file__).with_name("native_seconds.json")
-# The child must import this rnnbench, not a folder of that name in the working directory, which
-# `python -m` would put first on sys.path; the working directory stays importable, last.
-LAUNCHER = ("import sys; cwd = sys.path.pop(0); import rnnbench.suites.child as child; "
-            "sys.path.append(cwd); sys.exit(child.main(sys.argv))")
 
 
 def conform(target: str, kinds=None, device: str = "cpu", quick: bool = False, seed: int = 0,
@@ -54,7 +61,8 @@ def conform(target: str, kinds=None, device: str = "cpu", quick: bool = False, s
             checks: str | None = None, param_map: dict | None = None,
             budget_s: float | None = DEFAULT_BUDGET_S, fuzz: int | None = None,
             case: str | None = None, known_failures: dict | None = None, unsupported=(),
-            require: str = "drop-in") -> ConformanceRun:
+            require: str = "drop-in", memory_limit: int | None = default_memory_limit(),
+            stop: threading.Event | None = None) -> ConformanceRun:
     """Run the checks of `target` isolated; its `ConformanceRun` document.
 
     `checks` selects checks by pattern, `fuzz` searches that many drawn cases per kind, `case`
@@ -62,9 +70,11 @@ def conform(target: str, kinds=None, device: str = "cpu", quick: bool = False, s
     `param_map` maps the module's state_dict keys to the spec's names; `known_failures` (pattern
     -> reason) turns their results into xfail/xpass; `unsupported` names features the target
     does not support (declared: not held against it); `require` is the level whose verdict
-    the document's exit code follows; `budget_s` bounds the run (None: unbounded).
+    the document's exit code follows; `budget_s` bounds the run (None: unbounded);
+    `memory_limit` bounds each child's memory in bytes (None: unbounded).
     UsageError when the target cannot be loaded, a kind or the device is wrong. Interrupted
-    (KeyboardInterrupt), the document has the results so far and `interrupted` set.
+    (KeyboardInterrupt, or `stop` set by another thread), the document has the results so far
+    and `interrupted` set.
     """
     validate_kinds(kinds)  # before paying for a child process
     device_type(device)
@@ -73,7 +83,7 @@ def conform(target: str, kinds=None, device: str = "cpu", quick: bool = False, s
                "seed": seed, "checks": checks, "param_map": param_map or {}, "fuzz": fuzz,
                "case": case, "known_failures": known_failures or {},
                "unsupported": sorted(unsupported)}
-    run = _Run(options, timeout_s, budget_s, progress)
+    run = _Run(options, timeout_s, budget_s, progress, memory_limit=memory_limit, stop=stop)
     try:
         run.until_done()
     except KeyboardInterrupt:
@@ -84,24 +94,41 @@ def conform(target: str, kinds=None, device: str = "cpu", quick: bool = False, s
         quick=quick, seed=seed, checks=checks, fuzz=fuzz, case=case, interrupted=run.interrupted,
         duration_s=time.perf_counter() - started, environment=run.environment,
         known_failures=run.known_failures, results=run.results(), require=require,
-        options={"param_map": param_map or {}, "unsupported": sorted(unsupported)})
+        options={"param_map": param_map or {}, "unsupported": sorted(unsupported),
+                 "slowdown": round(run.slowdown, 2)})
 
 
 def native_seconds() -> dict[str, float]:
     """What each check (by name) takes on native at most, over kinds and cases."""
+    return _native_table().get("seconds", {})
+
+
+def reference_calibration_s() -> float | None:
+    """What `native_times.calibrate` took where native_seconds.json was measured; None if the
+    table has no calibration (then limits are not scaled)."""
+    value = _native_table().get("calibration_s")
+    return value if isinstance(value, (int, float)) and value > 0 else None
+
+
+def _native_table() -> dict:
     try:
-        return json.loads(NATIVE_SECONDS.read_text())["seconds"]
-    except (OSError, ValueError, KeyError):
+        table = json.loads(NATIVE_SECONDS.read_text())
+    except (OSError, ValueError):
         return {}
+    return table if isinstance(table, dict) else {}
 
 
 class _Run:
     """The parent's side: children started one after another until every item has a result."""
 
-    def __init__(self, options: dict, timeout_s: float, budget_s: float | None, progress):
+    def __init__(self, options: dict, timeout_s: float, budget_s: float | None, progress, *,
+                 memory_limit: int | None = None, stop: threading.Event | None = None):
         self.options = options
         self.timeout_s, self.budget_s, self.progress = timeout_s, budget_s, progress
+        self.memory_limit, self.stop = memory_limit, stop
         self.native = native_seconds()
+        self.reference_s = reference_calibration_s()
+        self.slowdown = 1.0
         self.started = time.monotonic()
         self.items: list[dict] = []
         self.done: dict[int, CheckResult] = {}
@@ -109,7 +136,7 @@ class _Run:
         self.environment = None
         self.interrupted = False
         self.skip_kinds: set[str] = set()
-        self.crashes_in_a_row = 0
+        self.in_a_row: list[str] = []  # how the process ended on each of the last checks
         self.lost_s = 0.0
         self.known_failures = dict(options["known_failures"])
 
@@ -133,9 +160,9 @@ class _Run:
             start = self.next_index() if self.items else None
             if start is None:
                 return
-            if self.lost_s >= LOST_BUDGET_S:
+            if self.lost_s >= self.lost_budget_s():
                 return self.give_up_all(f"checks that hung or crashed cost {self.lost_s:.0f} s "
-                                        f"in all (limit {LOST_BUDGET_S:g} s)")
+                                        f"in all (limit {self.lost_budget_s():.0f} s)")
             if self.remaining_s() <= 0:
                 return self.give_up_all(f"the run's budget of {self.budget_s:g} s is spent "
                                         "(--budget allows more)")
@@ -145,50 +172,70 @@ class _Run:
             return float("inf")
         return self.budget_s - (time.monotonic() - self.started)
 
+    def lost_budget_s(self) -> float:
+        return LOST_BUDGET_S * self.slowdown
+
     def limit_s(self, index: int | None) -> float:
         """The time limit of item `index` (the next one while none is running)."""
         if index is None or index >= len(self.items):
-            return self.timeout_s
+            return self.timeout_s * self.slowdown
         name = self.items[index]["check"].split("/", 1)[0]
         if name == "fuzz":  # one check, many drawn cases, then shrinking
-            return self.timeout_s + FUZZ_CASE_S * self.options["fuzz"]
-        return max(self.timeout_s, CHECK_SLOWDOWN * self.native.get(name, 0.0))
+            return (self.timeout_s + FUZZ_CASE_S * self.options["fuzz"]) * self.slowdown
+        return max(self.timeout_s, CHECK_SLOWDOWN * self.native.get(name, 0.0)) * self.slowdown
 
     def child(self, start: int) -> None:
         """One child from item `start` on, until it finishes, dies or hangs."""
-        with tempfile.TemporaryFile() as output:
-            child = _Child({**self.options, "start": start, "skip_kinds": sorted(self.skip_kinds)},
-                           output)
-            try:
-                running, planned, since, cut = None, False, time.monotonic(), False
-                while True:
-                    # Until this child has loaded the target, allow for imports; then per check,
-                    # and never past the run's budget.
-                    limit = self.limit_s(running) if planned else LOAD_TIMEOUT_S
-                    deadline = min(since + limit, time.monotonic() + self.remaining_s())
-                    try:
-                        event = child.next_event(deadline - time.monotonic())
-                    except TimeoutError:
-                        child.kill()
-                        how = (f"timed out after {limit:.0f} s" if deadline == since + limit
-                               else "was stopped: the run's budget is spent")
-                        cut = True
-                        break
-                    if event is None:  # the child closed its end: it is exiting
-                        how = child.how_it_ended()
-                        break
-                    since = time.monotonic()
-                    planned = planned or event["event"] == "plan"
-                    running = self.handle(event, running)
-                    if event["event"] == "done":
-                        child.how_it_ended()
-                        return
-            except BaseException:
-                child.kill()
-                raise
+        options = {**self.options, "start": start, "skip_kinds": sorted(self.skip_kinds),
+                   "calibrate": self.reference_s is not None}
+        with PrivateCache() as cache, ChildProcess("rnnbench.suites.child", options,
+                                                   memory_limit=self.memory_limit,
+                                                   env=cache.env()) as child:
+            running, planned, since = None, False, time.monotonic()
+            last_result_at = None   # what the child compiled before this is whole
+            while True:
+                # Until this child has loaded the target, allow for imports; then per check,
+                # and never past the run's budget.
+                limit = self.limit_s(running) if planned else LOAD_TIMEOUT_S
+                deadline = since + limit
+                if planned:
+                    deadline = min(deadline, time.monotonic() + self.remaining_s())
+                try:
+                    event = self.next_event(child, deadline)
+                except TimeoutError:
+                    child.kill()
+                    how = (f"timed out after {limit:.0f} s" if deadline == since + limit
+                           else "was stopped: the run's budget is spent")
+                    break
+                if event is None:  # the child closed its end: it is exiting
+                    how = child.finish()
+                    break
+                since = time.monotonic()
+                planned = planned or event["event"] == "plan"
+                running = self.handle(event, running)
+                if event["event"] == "result":
+                    last_result_at = time.time()
+                if event["event"] == "done":
+                    child.finish()
+                    cache.merge(child.returncode == 0, last_result_at)
+                    return
+            cache.merge(False, last_result_at)
             # Blame the check it was running (if it died between checks: the next one).
             culprit = running if running is not None else self.next_index() if planned else start
-            self.died(culprit, how, time.monotonic() - since, output, cut)
+            self.died(culprit, how, time.monotonic() - since, child.last_line())
+
+    def next_event(self, child: ChildProcess, deadline: float) -> dict | None:
+        """The child's next event before `deadline` (TimeoutError after it); KeyboardInterrupt
+        as soon as `stop` is set."""
+        while True:
+            if self.stop is not None and self.stop.is_set():
+                raise KeyboardInterrupt
+            remaining = deadline - time.monotonic()
+            try:
+                return child.next_event(min(remaining, POLL_S) if self.stop else remaining)
+            except TimeoutError:
+                if remaining <= POLL_S or not self.stop:
+                    raise
 
     def handle(self, event: dict, running: int | None) -> int | None:
         """Take in one event from the child; returns the index of the item now running."""
@@ -196,110 +243,73 @@ class _Run:
         if kind == "usage_error":
             raise UsageError(event["message"])
         if kind == "plan":
+            if not self.items:     # the run's budget counts from the first check on
+                self.started = time.monotonic()
             self.items, self.implementation = event["items"], event["implementation"]
             self.known_failures = event.get("known_failures", self.known_failures)
+        elif kind == "calibration" and self.reference_s:
+            self.slowdown = max(1.0, event["seconds"] / self.reference_s)
         elif kind == "environment":
             self.environment = event["environment"]
         elif kind == "start":
             return event["index"]
         elif kind == "result":
-            self.record(event["index"], CheckResult.from_json(event["result"]))
-            self.crashes_in_a_row = 0
+            result = CheckResult.from_json(event["result"])
+            if (result.outcome in ("failed", "error") and self.memory_limit
+                    and exceeded_memory(result.message)):
+                # The harness's limit stopped the check: an error, not a finding.
+                result.outcome, result.diagnosis = "error", None
+                result.message = f"{self.memory_note()}: {result.message}"
+            self.record(event["index"], result)
+            self.in_a_row.clear()
         return None
 
-    def died(self, index: int | None, how: str, duration_s: float, output,
-             cut: bool = False) -> None:
-        """Account for a child that stopped early: an error result for item `index`; `cut`
-        when it was stopped for taking too long (the check is incomplete, not failed)."""
+    def memory_note(self) -> str:
+        return f"exceeded the memory limit ({memory_limit_text(self.memory_limit)})"
+
+    def died(self, index: int | None, how: str, duration_s: float, last_output: str) -> None:
+        """Account for a child that stopped early: an error result for item `index`."""
+        if self.memory_limit and exceeded_memory(last_output):
+            how = f"{self.memory_note()} and {how}"
+        said = f"; last output: {last_output}" if last_output else ""
         if not self.items:
-            raise UsageError(f"cannot load {self.options['target']}: the process {how}"
-                             + _last_line(output))
+            raise UsageError(f"cannot load {self.options['target']}: the process {how}{said}")
         if index is None:  # every item has its result
             return
         item = self.items[index]
-        self.record(index, CheckResult(**item, outcome="error", message=f"the process {how}"
-                                       + _last_line(output), duration_s=duration_s,
-                                       numbers={"incomplete": True} if cut else {}))
+        cut = how.startswith(("timed out", "was stopped"))
+        self.record(index, CheckResult(**item, outcome="error", message=f"the process {how}{said}",
+                                       duration_s=duration_s, numbers=_incomplete(cut)))
         self.lost_s += duration_s
-        self.crashes_in_a_row += 1
-        if self.crashes_in_a_row >= CRASH_LIMIT:
+        self.in_a_row.append("hung" if cut else "died")
+        if len(self.in_a_row) >= CRASH_LIMIT:
             self.give_up(item["kind"])
 
     def give_up_all(self, reason: str) -> None:
-        """Every item without a result becomes an error saying why it was not run."""
+        """Every item without a result becomes an error saying why it was not run; a budget
+        cut them."""
         for index, item in enumerate(self.items):
             if index not in self.done:
                 self.record(index, CheckResult(**item, outcome="error", message=f"not run: {reason}",
-                                               numbers={"incomplete": True}))
+                                               numbers=_incomplete(True)))
 
     def give_up(self, kind: str) -> None:
+        """The rest of `kind` becomes errors: the process hung or died on CRASH_LIMIT checks in
+        a row. Only hangs (checks that ran out of time) cut them; a death is a failure."""
+        hung = all(how == "hung" for how in self.in_a_row)
+        what = ("timed out" if hung else "the process died" if "hung" not in self.in_a_row
+                else "the process hung or died")
         self.skip_kinds.add(kind)
-        self.crashes_in_a_row = 0
+        self.in_a_row.clear()
         for index, item in enumerate(self.items):
             if item["kind"] == kind and index not in self.done:
                 self.record(index, CheckResult(
                     **item, outcome="error",
-                    message=f"not run: the process died on {CRASH_LIMIT} {kind} checks in a row",
-                    numbers={"incomplete": True}))
+                    message=f"not run: {what} on {CRASH_LIMIT} {kind} checks in a row",
+                    numbers=_incomplete(hung)))
 
 
-class _Child:
-    """The child process (see LAUNCHER) with a pipe for its events; its prints go to `output`."""
-
-    def __init__(self, options: dict, output):
-        read_end, write_end = os.pipe()
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", LAUNCHER, json.dumps({**options, "fd": write_end})],
-            stdin=subprocess.DEVNULL, stdout=output, stderr=output, pass_fds=(write_end,),
-            start_new_session=True)  # its own process group, so a kill reaches what it started
-        os.close(write_end)
-        self.channel = os.fdopen(read_end, "rb")
-        self.selector = selectors.DefaultSelector()
-        self.selector.register(self.channel, selectors.EVENT_READ)
-        self.buffer = b""
-
-    def next_event(self, timeout: float) -> dict | None:
-        """The next event; None when the child closed the pipe (it is exiting), TimeoutError
-        when none came within `timeout` seconds."""
-        deadline = time.monotonic() + timeout
-        while b"\n" not in self.buffer:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not self.selector.select(remaining):
-                raise TimeoutError
-            chunk = os.read(self.channel.fileno(), 1 << 16)
-            if not chunk:
-                return None
-            self.buffer += chunk
-        line, self.buffer = self.buffer.split(b"\n", 1)
-        return json.loads(line)
-
-    def kill(self) -> None:
-        """Kill the child's process group (it and whatever it started)."""
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        self.close()
-
-    def how_it_ended(self, grace_s: float = 10.0) -> str:
-        """Wait for the exiting child (killing it after `grace_s`); how it ended, in words."""
-        try:
-            code = self.process.wait(grace_s)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            return "stopped answering and was killed"
-        self.close()
-        if code < 0:
-            return f"was killed by {signal.Signals(-code).name}"
-        return f"exited with status {code}"
-
-    def close(self) -> None:
-        self.process.wait()
-        if not self.channel.closed:
-            self.selector.close()
-            self.channel.close()
-
-
-def _last_line(output) -> str:
-    """"; last output: ..." with the last non-empty line the child printed, if any."""
-    output.seek(0)
-    lines = [line.strip() for line in output.read().decode(errors="replace").splitlines() if line.strip()]
-    return f"; last output: {lines[-1][:200]}" if lines else ""
+def _incomplete(cut: bool) -> dict:
+    """The numbers of an error result: marked incomplete when the check was cut (it timed out,
+    or was not run for a budget or a run of hangs), not failed."""
+    return {"incomplete": True} if cut else {}

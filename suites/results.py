@@ -178,7 +178,8 @@ class ConformanceRun:
     results: list[CheckResult] = field(default_factory=list)
     error: str = ""
     require: str = "drop-in"  # the level whose verdict sets the exit code
-    # How the run was asked for, as a rerun must repeat it: param_map, unsupported, timeout_s.
+    # How the run was asked for, as a rerun must repeat it (param_map, unsupported, timeout_s),
+    # and the slowdown of this machine that scaled the checks' time limits.
     options: dict = field(default_factory=dict)
 
     @property

@@ -24,6 +24,7 @@ import numpy as np
 from tabulate import tabulate
 
 from rnnbench.findings import DIAGNOSES, group_failures, strip_addresses, unsupported_features
+from rnnbench.printable import printable_data
 from rnnbench.suites.divergence import describe
 from rnnbench.suites.results import CheckResult, ConformanceRun
 from rnnbench.wording import counted, shorten
@@ -185,7 +186,9 @@ def details(result: CheckResult) -> list[str]:
 
 
 def report(doc: ConformanceRun, verbose: bool = False) -> str:
-    """The whole run: findings, what was not supported, a table per kind, the verdict."""
+    """The whole run: findings, what was not supported, a table per kind, the verdict. Text
+    that came from the implementation is shown `printable`."""
+    doc = ConformanceRun.from_json(printable_data(doc.to_json()))
     blocks = [block for block in ("\n".join(findings(doc)), "\n".join(not_supported(doc)),
                                   "\n".join(known_lines(doc))) if block]
     by_kind: dict[str, list[CheckResult]] = {}

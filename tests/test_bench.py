@@ -428,7 +428,7 @@ def test_bench_exits_1_when_an_implementation_fails_and_keeps_the_others(workloa
 @pytest.mark.parametrize("argv, message", [
     (["--preset", "nope"], "unknown preset"),
     (["--workload", "/nonexistent/w.json"], "no such workload file"),
-    (["--threads", "0"], "--threads must be at least 1"),
+    (["--threads", "0"], "--threads must be 1 to 1024, got 0"),
     (["--kind", "transformer"], "unknown kind"),
     (["--preset", "goals", "--kind", "lstm_cell"], "no workload of kind 'lstm_cell'"),
     (["--impl", "no-such-impl"], "unknown implementation"),

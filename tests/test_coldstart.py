@@ -78,7 +78,7 @@ def test_a_failing_length_is_a_result_and_the_others_still_run(impls_file, tmp_p
     (["--name", "nope"], "no workload named 'nope'"),
     (["--impl", "implicit"], "implicit provides no 'rnn'"),
     (["--preset", "quick", "--name", "gru_cell-64"], "it takes one step, so it has no sequence length"),
-    (["--threads", "0"], "--threads must be at least 1"),
+    (["--threads", "0"], "--threads must be 1 to 1024, got 0"),
 ])
 def test_coldstart_usage_errors_exit_2_with_one_line(argv, message, capsys):
     assert cli.main(["coldstart", *argv]) == 2

@@ -466,12 +466,14 @@ def test_run_writes_every_stage_and_fails_on_a_failed_check(tmp_path, capsys, st
     assert str(tmp_path / "index.html") in out
 
 
-def test_run_interrupted_keeps_the_finished_stages(tmp_path, stub_stages):
+def test_run_interrupted_keeps_the_finished_stages_apart_from_the_folder(tmp_path, stub_stages):
     stub_stages.interrupt = True
     assert main(["run", "--out", str(tmp_path)]) == 130
-    assert (tmp_path / "conformance-native.json").exists()
-    assert len(json.loads((tmp_path / "bench.json").read_text())["results"]) > 0
-    assert not (tmp_path / "index.html").exists()
+    staged = tmp_path / ".incomplete"
+    assert (staged / "conformance-native.json").exists()
+    assert len(json.loads((staged / "bench.json").read_text())["results"]) > 0
+    assert not (staged / "index.html").exists()
+    assert not (tmp_path / "bench.json").exists()
 
 
 def test_run_goes_on_when_an_implementation_cannot_be_checked(tmp_path, capsys, stub_stages):

@@ -310,7 +310,8 @@ def test_exit_crash_segfault_and_hang_become_errors_and_the_run_finishes(tmp_pat
     from rnnbench.suites import conform, isolation
 
     monkeypatch.setattr(isolation, "CRASH_LIMIT", 2)
-    monkeypatch.setattr(isolation, "native_seconds", dict)  # every check's limit: timeout_s
+    monkeypatch.setattr(isolation, "native_seconds", dict)  # every check's limit: timeout_s,
+    monkeypatch.setattr(isolation, "reference_calibration_s", lambda: None)    # unscaled
     (tmp_path / "misbehaving.py").write_text(MISBEHAVING)
     target = f"{tmp_path / 'misbehaving.py'}:IMPLEMENTATION"
     doc = conform(target, quick=True, timeout_s=10)
@@ -320,6 +321,7 @@ def test_exit_crash_segfault_and_hang_become_errors_and_the_run_finishes(tmp_pat
     # sys.exit is caught in the child; a hang is cut off and the kind goes on in a fresh child
     assert "called sys.exit(3)" in errors.pop(("rnn_cell", "gradients/batched"))
     assert "timed out after 10 s" in errors.pop(("rnn", "gradients/three-layer-square"))
+    assert doc["incomplete"] is True and doc["cut"] == 1     # the hang: not judged
     # the gru_cell crashes on its first two forward calls, and is given up after them
     assert "killed by SIGSEGV" in errors.pop(("gru_cell", "shapes/batched"))
     assert "exited with status 5" in errors.pop(("gru_cell", "shapes/h0-omitted"))
@@ -469,7 +471,8 @@ def test_an_implementation_that_hangs_after_a_while_costs_a_bounded_time(tmp_pat
     from rnnbench.suites import conform, isolation
 
     monkeypatch.setattr(isolation, "LOST_BUDGET_S", 6.0)
-    monkeypatch.setattr(isolation, "native_seconds", dict)  # every check's limit: timeout_s
+    monkeypatch.setattr(isolation, "native_seconds", dict)  # every check's limit: timeout_s,
+    monkeypatch.setattr(isolation, "reference_calibration_s", lambda: None)    # unscaled
     (tmp_path / "hangs.py").write_text(HANGS_LATER)
     doc = conform(f"{tmp_path / 'hangs.py'}:HangsAfterTwentyCalls", kinds=["rnn"], quick=True,
                   timeout_s=3)

@@ -1,17 +1,21 @@
 """`rnnbench bench`: time implementations side by side on named workloads.
 
     rnnbench bench [--impl A,B,...] [--kind K] [--preset P | --workload FILE]
-                   [--device cpu|cuda] [--threads N] [--budget S] [--json PATH]
+                   [--device cpu|cuda] [--threads N] [--budget S] [--timeout S]
+                   [--memory-limit GIB] [--json PATH]
 
 Prints one table per workload and metric (median, IQR, the ratio to native with its 95%
 interval, GFLOP/s, % of the measured GEMM peak, first call) and writes the rnnbench.bench/2
-document with --json (after every workload, so an interrupted run keeps what it finished). A
-ratio whose interval contains 1.0 reads "≈ native (within noise)"; a result that failed the
-forward pre-check reads "non-conforming" and is no speed-up; a busy machine is said on the first
-line, and then no speed-up is judged ("not judged: busy machine"), nor one whose samples, or
-native's, are bimodal. Exit 0 when nothing failed, 1 when any implementation failed on any
-workload, 2 for a usage error (a --json that cannot be written, or nothing to measure, among
-them).
+document with --json (after every workload, marked "interrupted" until the run is complete, so
+an interrupted run keeps what it finished and says so; the last write comes after the printing,
+so a write that fails loses nothing shown). A ratio whose interval contains 1.0 reads "≈ native
+(within noise)"; a result that failed the forward pre-check reads "non-conforming" and is no
+speed-up; a busy machine is said on the first line, and then no speed-up is judged ("not
+judged: busy machine"), nor one whose samples, or native's, are bimodal. Implementations that
+are not built in run, with the rest, in a child process (`rnnbench.benchmarks.isolation`): a
+crash, a hang or `sys.exit` there fails that implementation's workload and keeps everything
+else. Exit 0 when nothing failed, 1 when any implementation failed on any workload, 2 for a
+usage error (a --json that cannot be written, or nothing to measure, among them).
 """
 from __future__ import annotations
 
@@ -21,11 +25,13 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from rnnbench.benchmarks.isolation import DEFAULT_TIMEOUT_S
 from rnnbench.benchmarks.machine import busy_lines
 from rnnbench.benchmarks.result import BenchResult
 from rnnbench.benchmarks.statistics import NOT_JUDGED_TEXT, Ratio
-from rnnbench.benchmarks.workloads import load_workloads, preset_names
+from rnnbench.benchmarks.workloads import MAX_THREADS, load_workloads, preset_names
 from rnnbench.errors import UsageError
+from rnnbench.printable import printable_data
 from rnnbench.progress import StepCounter
 from rnnbench.reference.kinds import KINDS as WORKLOAD_KINDS
 from rnnbench.reports import units
@@ -49,6 +55,8 @@ line, before any timing)
 """
 
 def add_arguments(parser) -> None:
+    from rnnbench.commands.conform import add_memory_limit
+
     parser.epilog = EXAMPLES
     parser.add_argument("--impl", metavar="A,B,...",
                         help="comma-separated targets: registered names, package.module:attr or "
@@ -61,10 +69,17 @@ def add_arguments(parser) -> None:
                                          f"(default {DEFAULT_PRESET})")
     source.add_argument("--workload", metavar="FILE", help="a workload file in the presets' JSON format")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
-    parser.add_argument("--threads", type=int, help="torch threads (default: torch's current count)")
+    parser.add_argument("--threads", type=int,
+                        help=f"torch threads, 1 to {MAX_THREADS} (default: torch's current count)")
     parser.add_argument("--budget", type=float, metavar="SECONDS",
                         help="timing budget per implementation, workload and metric "
                              "(default: the workload's own)")
+    parser.add_argument("--timeout", type=float, metavar="S",
+                        help="with implementations that are not built in, which run in a child "
+                             "process: the longest one phase of their work (a first call, one "
+                             f"timed sample) may take, e.g. --timeout 600 for a slow compile "
+                             f"(default {DEFAULT_TIMEOUT_S:g})")
+    add_memory_limit(parser)
     parser.add_argument("--json", metavar="PATH", help="write the results document here")
 
 
@@ -72,7 +87,10 @@ def run(args) -> int:
     import torch
 
     from rnnbench.benchmarks.harness import run_benchmarks
-    from rnnbench.impls import load, registered
+    from rnnbench.benchmarks.isolation import load_targets, needs_isolation, run_isolated
+    from rnnbench.commands.conform import memory_limit
+    from rnnbench.compiler_cache import private_for_this_process
+    from rnnbench.impls.registry import registered_names
 
     if args.json:
         require_writable(args.json, "--json")
@@ -80,10 +98,12 @@ def run(args) -> int:
         raise UsageError(f"--device must be cpu or cuda, got {args.device!r}")
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda: no CUDA device is available here")
-    if args.threads is not None and args.threads < 1:
-        raise UsageError(f"--threads must be at least 1, got {args.threads}")
+    validate_threads(args.threads)
     if args.budget is not None and not args.budget > 0:
         raise UsageError(f"--budget must be positive, got {args.budget}")
+    if args.timeout is not None and not args.timeout > 0:
+        raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
+    limit = memory_limit(args)
     if args.kind is not None and args.kind not in WORKLOAD_KINDS:
         raise UsageError(f"unknown kind {args.kind!r}; known kinds: {', '.join(WORKLOAD_KINDS)}")
     workloads = load_workloads(preset=None if args.workload else args.preset or DEFAULT_PRESET,
@@ -93,31 +113,27 @@ def run(args) -> int:
         if not workloads:
             raise UsageError(f"no workload of kind {args.kind!r} in {args.workload or args.preset or DEFAULT_PRESET}")
     if args.impl:
-        targets = [t.strip() for t in args.impl.split(",") if t.strip()]
+        targets = list(dict.fromkeys(t.strip() for t in args.impl.split(",") if t.strip()))
         if not targets:
             raise UsageError("--impl: no target given")
-        # A bare constructor needs its kind; registered implementations are filtered by workload.
-        impls = [load(t, args.kind if ":" in t else None) for t in targets]
-        asked = {impl.name for impl in impls}
-        if BASELINE not in asked:
-            impls.insert(0, load(BASELINE))
     else:
-        impls = list(registered().values())
-        asked = {impl.name for impl in impls}
-    impls = list({impl.name: impl for impl in impls}.values())  # a target named twice runs once
-    _something_to_measure([impl for impl in impls if impl.name in asked], workloads, args.device)
-
-    def checkpoint(doc: dict) -> None:
-        if args.json:
-            write_json(args.json, doc)
-
+        targets = registered_names()
+    writer = CheckpointWriter(args.json)
     progress = StepCounter(sys.stderr, log_prefix="bench")
     preset = None if args.workload else args.preset or DEFAULT_PRESET
-    doc = run_benchmarks(impls, workloads, args.device, threads=args.threads, budget_s=args.budget,
-                         progress=progress, checkpoint=checkpoint, preset=preset,
-                         history=Path(args.json).parent if args.json else None)
+    options = {"threads": args.threads, "budget_s": args.budget, "preset": preset,
+               "progress": progress, "checkpoint": writer.checkpoint,
+               # earlier runs beside this one say the best GEMM peak this machine reached
+               "history": str(Path(args.json).parent) if args.json else None}
+    if needs_isolation(targets):
+        # Code that is not ours runs in a child process: nothing it does costs the rest.
+        doc = run_isolated(targets, workloads, args.device, kind=args.kind, memory_limit=limit,
+                           timeout_s=args.timeout or DEFAULT_TIMEOUT_S, **options)
+    else:
+        impls = load_targets(targets, args.kind, workloads, args.device)
+        with private_for_this_process():     # a bench cut short leaves no half-built library
+            doc = run_benchmarks(list(impls.values()), workloads, args.device, **options)
     progress.close()
-    checkpoint(doc)
     print(render(doc))
     results = [BenchResult.from_json(r) for r in doc["results"]]
     counts = {status: sum(r.status == status for r in results) for status in STATUSES}
@@ -129,30 +145,49 @@ def run(args) -> int:
              "not judged": sum(r.vs_native_verdict == "not_judged"
                                for r in results if r.impl != BASELINE)}
     summary += "".join(f", {n} {flag}" for flag, n in flags.items() if n)
-    summary += f"; results written to {args.json}" if args.json else ""
-    print("\n" + textwrap.fill(summary, WIDTH, subsequent_indent="  ", break_on_hyphens=False))
+    print("\n" + textwrap.fill(summary, WIDTH, subsequent_indent="  ", break_on_hyphens=False),
+          flush=True)
+    if args.json:
+        writer.write(doc, complete=True)     # after the printing: a full disk loses nothing shown
+        print(f"results written to {args.json}")
     return 1 if counts["failed"] else 0
 
 
-def _something_to_measure(asked: list, workloads: list, device: str) -> None:
-    """UsageError when none of the implementations asked for can run any of the workloads."""
-    from rnnbench.benchmarks.harness import availability
+def validate_threads(threads: int | None) -> None:
+    """UsageError unless `threads` is None or 1 to MAX_THREADS."""
+    if threads is not None and not 1 <= threads <= MAX_THREADS:
+        raise UsageError(f"--threads must be 1 to {MAX_THREADS}, got {threads}")
 
-    reasons = {}
-    for impl in asked:
-        blocked = [availability(impl, w, device) for w in workloads]
-        if not all(blocked):
+
+class CheckpointWriter:
+    """Writes the bench document to `path` (if any) after every workload, marked interrupted
+    until the run is complete, so that one cut short says so. A write that fails does not stop
+    the run: it is said once on stderr, and the final write says it again (exit 2)."""
+
+    def __init__(self, path: str | None):
+        self.path = path
+        self.failed = False
+
+    def checkpoint(self, doc: dict) -> None:
+        if not self.path:
             return
-        reasons.setdefault(blocked[0][1], []).append(impl.name)
-    kinds = ", ".join(dict.fromkeys(w.kind for w in workloads))
-    raise UsageError(f"nothing to measure on the {kinds} workloads: "
-                     + "; ".join(f"{', '.join(names)}: {reason}" for reason, names in reasons.items()))
+        try:
+            self.write(doc, complete=False)
+        except UsageError as exc:
+            if not self.failed:
+                print(f"warning: {exc}; the results so far are kept in memory", file=sys.stderr)
+            self.failed = True
+
+    def write(self, doc: dict, complete: bool) -> None:
+        write_json(self.path, {**doc, "interrupted": not complete})
 
 
 def render(doc: dict) -> str:
     """The document as text: a busy machine's warning first, the environment and the measured
     peak, a table per workload and metric with the notes on its results under it, what was not
-    timed and why (one line per implementation and reason)."""
+    timed and why (one line per implementation and reason). Text that came from the
+    implementations (their exceptions, warnings) is shown `printable`."""
+    doc = printable_data(doc)
     env = doc["environment"]
     peak, check = doc["peak_gflops"], doc.get("machine_check") or {}
     lines = busy_lines(check, doc["threads"])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
-from rnnbench.benchmarks.cold_start import STEPS, cold_start
+from rnnbench.benchmarks.cold_start import STEPS, cold_start, constructor_kind
 from rnnbench.benchmarks.workloads import load_workloads, preset_names
 from rnnbench.errors import UsageError
 from rnnbench.reports import units
@@ -33,7 +33,9 @@ exit codes: 0 every child gave a time, 1 a child failed, 2 a usage error (one li
 def add_arguments(parser) -> None:
     parser.epilog = EXAMPLES
     parser.add_argument("--impl", default=DEFAULT_IMPLS, metavar="A,B,...",
-                        help=f"comma-separated registered implementations (default {DEFAULT_IMPLS})")
+                        help="comma-separated registered implementations, package.module:attr or "
+                             "path/to/file.py:attr (a bare class implements the workload's kind; "
+                             f"default {DEFAULT_IMPLS})")
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--preset", help=f"a named preset: {', '.join(preset_names())} "
                                          f"(default {DEFAULT_PRESET})")
@@ -50,20 +52,20 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     import torch
 
+    from rnnbench.commands.bench import validate_threads
     from rnnbench.impls import load
 
     if args.json:
         require_writable(args.json, "--json")
     steps = _lengths(args.steps)
-    if args.threads is not None and args.threads < 1:
-        raise UsageError(f"--threads must be at least 1, got {args.threads}")
+    validate_threads(args.threads)
     workload = _workload(args)
     threads = args.threads or workload.threads or torch.get_num_threads()
     targets = [t.strip() for t in args.impl.split(",") if t.strip()]
     if not targets:
         raise UsageError("--impl: no implementation given")
     for target in targets:  # a wrong name or kind fails here, before any child runs
-        if workload.kind not in load(target).kinds:
+        if workload.kind not in load(target, constructor_kind(target, workload)).kinds:
             raise UsageError(f"{target} provides no {workload.kind!r}")
     results: list[dict] = []
 

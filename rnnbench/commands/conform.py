@@ -2,8 +2,10 @@
 [--check PATTERN] [--param-map KEY=NAME,...] [--verbose]`: the conformance checks of one
 implementation, run in a child process.
 
-Progress goes to stderr; the tables, failures and verdict to stdout. Exit 0 when every
-applicable check passed, 1 when any failed or errored, 2 for a usage or load error.
+Progress goes to stderr; the tables, failures and verdict to stdout, printed before the JSON is
+written, so that a write that fails (a full disk) loses nothing that was shown. Exit 0 when every
+applicable check passed, 1 when any failed or errored (or, the verdict INCOMPLETE, could not be
+judged in time), 2 for a usage or load error or a --json that could not be written.
 """
 from __future__ import annotations
 
@@ -65,9 +67,35 @@ def add_arguments(parser) -> None:
     parser.add_argument("--budget", type=float, default=None, metavar="S",
                         help="time limit of the whole run in seconds, after which the remaining "
                              "checks are errors (default 270, none for the built-ins; 0: none)")
+    add_memory_limit(parser)
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="one table row per check and case, and every failure in full "
                              "(its configuration, inputs, expected and actual values)")
+
+
+def add_memory_limit(parser) -> None:
+    """The --memory-limit option (conform's and bench's), in GiB."""
+    from rnnbench.child_process import MEMORY_FRACTION, default_memory_limit, memory_limit_text
+
+    limit = default_memory_limit()
+    default = f"{memory_limit_text(limit)}, " if limit else ""
+    parser.add_argument("--memory-limit", type=float, metavar="GIB",
+                        help="memory each child process may allocate, in GiB, e.g. "
+                             "--memory-limit 4; an allocation past it fails and is reported "
+                             f"(default {default}{MEMORY_FRACTION:.0%}% of this machine's; "
+                             "0: none)")
+
+
+def memory_limit(args) -> int | None:
+    """The --memory-limit in bytes (None: no limit); UsageError for a negative one."""
+    from rnnbench.child_process import GIB, default_memory_limit
+
+    if args.memory_limit is None:
+        return default_memory_limit()
+    if not 0 <= args.memory_limit < float("inf"):
+        raise UsageError(f"--memory-limit must be 0 (none) or a positive number of GiB, "
+                         f"got {args.memory_limit:g}")
+    return int(args.memory_limit * GIB) or None
 
 
 def run(args) -> int:
@@ -108,17 +136,19 @@ def run(args) -> int:
         raise UsageError(f"--unsupported {','.join(unknown)}: not a feature (known: "
                          f"{', '.join(FEATURES)})")
     budget = default_budget(args.target) if args.budget is None else (args.budget or None)
+    limit = memory_limit(args)
     progress = KindTally(sys.stderr)
     doc = conform(args.target, kinds=kinds, device=args.device, quick=args.quick,
                   seed=args.seed, timeout_s=args.timeout or DEFAULT_TIMEOUT_S, progress=progress,
                   checks=args.check, param_map=param_map, budget_s=budget, fuzz=args.fuzz,
                   case=args.case, known_failures=known_failures, unsupported=unsupported,
-                  require=args.require)
+                  require=args.require, memory_limit=limit)
     progress.close()
     doc.options.update(known_failures_file=args.known_failures, timeout=args.timeout)
+    # Printed before the file is written: a write that fails loses nothing shown.
+    print(text.report(doc, verbose=args.verbose), flush=True)
     if args.json:
         write_json(args.json, doc.to_json())
-    print(text.report(doc, verbose=args.verbose))
     if doc.interrupted:
         raise KeyboardInterrupt
     return doc.exit_code

@@ -2,22 +2,31 @@
 
 Three stages, each writing its results as soon as it is done, so an interrupted run keeps what
 finished: the conformance suite on every available built-in implementation
-(`DIR/conformance-<impl>.json`; the suite's quick case list, the full one with --full), the
-`quick` benchmark preset over all of them (`DIR/bench.json`, rewritten after every workload),
-and the report over those files (`DIR/report.md`, `DIR/index.html`). Where torch sees a CUDA
-device, the built-ins that do not declare cuda unsupported are checked and timed on it too
-(`DIR/conformance-<impl>-cuda.json`, `DIR/bench-cuda.json`, after the CPU's timings), and the
-report shows both devices side by side; without one, the summary says why the GPU rows were
-skipped (see `plan`). A one-screen summary closes the run. Exit 1 when any conformance check
-failed or errored or any benchmark failed, 0 otherwise, 2 when DIR cannot be written (said
-before any work).
+(`conformance-<impl>.json`; the suite's quick case list, the full one with --full), the `quick`
+benchmark preset over all of them (`bench.json`, rewritten after every workload and marked
+interrupted until the stage is done), and the report over those documents (`report.md`,
+`index.html`, `figures/`). Where torch sees a CUDA device, the built-ins that do not declare
+cuda unsupported are checked and timed on it too (`conformance-<impl>-cuda.json`,
+`bench-cuda.json`, after the CPU's timings), and the report shows both devices side by side;
+without one, the summary says why the GPU rows were skipped (see `plan`). A one-screen summary
+closes the run. Exit 1 when any conformance check failed or errored (or timed out: an
+incomplete run) or any benchmark failed, 0 otherwise, 2 when DIR cannot be written (said
+before any work), is in use by another run, or a file could not be written (said after the
+summary, which comes from memory).
+
+Files go to DIR/.incomplete/ and move into DIR only once the run is complete
+(`rnnbench.run_folder`): an interrupted run leaves the previous complete one in DIR as it was.
+Interrupted (Ctrl-C, SIGTERM), the run stops its conformance children, kills what else it
+started (fused's C++ build), and says where its finished part is.
 
 The stages share the machine where they can: conformance runs in child processes, WORKERS at a
 time, each implementation's kinds split between two of them (KIND_GROUPS); the implementations'
 availability (fused builds its kernels) is found out beside them; the benchmark stage builds its
 modules, compares each with the reference and makes every first call (where torch.compile
 compiles) while conformance still runs (its first-call times are taken beside it), and waits
-for it to finish before it measures the machine and times anything.
+for it to finish before it measures the machine and times anything. On a terminal one status
+line shows every running stage; in a log a line says where each stage stands at least every
+HEARTBEAT_S seconds.
 """
 from __future__ import annotations
 
@@ -27,6 +36,7 @@ import textwrap
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_for
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +60,9 @@ WORKERS = 2
 # mode, and with empty caches its gru checks take about as long as its rnn and lstm checks
 # together (its cells run eagerly and cost little). Kinds in no group join the last.
 KIND_GROUPS = (("rnn", "lstm"), ("rnn_cell", "lstm_cell", "gru_cell", "gru"))
+HEARTBEAT_S = 20    # in a log, the longest silence (checked every HEARTBEAT_POLL_S)
+HEARTBEAT_POLL_S = 5
+STOP_WAIT_S = 30    # interrupted: how long the conformance stages get to write what they have
 
 EXAMPLES = f"""\
 examples:
@@ -59,8 +72,9 @@ examples:
   rnnbench run --full               the conformance suite's full case list
 
 exit codes: 0 all conform and nothing failed, 1 a check failed or errored or a benchmark failed,
-2 a usage error (one line, before any work)
+2 a usage error (one line, before any work), 130 interrupted (the last complete run kept)
 """
+
 
 def add_arguments(parser) -> None:
     parser.epilog = EXAMPLES
@@ -72,48 +86,93 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from rnnbench.impls import BUILTINS, registered
+    from rnnbench.compiler_cache import private_for_this_process
+    from rnnbench.run_folder import RunFolder
 
     started = time.perf_counter()
     out = Path(args.out)
     require_writable(out, "--out", folder=True)
-    impls = registered()
-    builtins = {name: impls[name] for name in BUILTINS}
+    # The benchmark stage compiles in this process while the conformance children compile in
+    # theirs: each in its own copy of the compiler cache (see rnnbench.compiler_cache).
+    with RunFolder(out) as folder, private_for_this_process():
+        try:
+            return _main_job(folder, not args.full, started)
+        except KeyboardInterrupt:
+            print(f"rnnbench run: what finished is in {folder.staging}, marked interrupted "
+                  f"(`rnnbench report {folder.staging}` renders it); {out} keeps the last "
+                  "complete run", file=sys.stderr)
+            raise
+
+
+def _main_job(folder, quick: bool, started: float) -> int:
+    """The stages, the summary, the report; the files published once all are written."""
+    from rnnbench.impls import BUILTINS, registered
+    from rnnbench.reports.render import render_report
+
+    builtins = {name: registered()[name] for name in BUILTINS}
     stages = plan(builtins)
     progress = StageProgress(sys.stdout)
-    stop = threading.Event()
-    slots = threading.Semaphore(WORKERS)
-    finding_out = ThreadPoolExecutor(max_workers=len(builtins))
-    checking = ThreadPoolExecutor(max_workers=sum(map(len, stages.devices.values())))
+    writer = StageWriter(folder.staging, progress)
     try:
-        reasons = {name: finding_out.submit(impl.unavailable_reason) for name, impl in builtins.items()}
-        conformance = {(impl.name, device): checking.submit(
-                           _conformance_stage, impl, device, reasons[impl.name], out,
-                           not args.full, progress, stop, slots)
-                       for device, planned in stages.devices.items() for impl in planned}
-        skipped = {name: reason for name, future in reasons.items() if (reason := future.result())}
-        # One device's timings after the other's, each once conformance is done, so that
-        # nothing else runs while anything is timed.
-        benches = [_bench_stage(planned, device, out, progress, wait=lambda: _finished(conformance))
-                   for device, planned in stages.devices.items()]
-        files = [path for path in _finished(conformance).values() if path is not None]
-    except BaseException:
-        stop.set()      # the conformance children stop after their current check
-        raise
+        docs, skipped, benches = _stages(stages, quick, writer, progress, history=folder.folder)
+        documents = {**{results_file(f"conformance-{name}", device): doc.to_json()
+                        for (name, device), doc in docs.items()},
+                     **{results_file("bench", device): doc for device, doc in benches.items()}}
+        results = as_results(documents)
+        progress.print(summary(results, skipped, list(benches.values()),
+                               time.perf_counter() - started, stages.gpu_line))
+        # Written after the summary: a full disk costs the files, never what was shown.
+        progress.update("report", "writing the report")
+        written = render_report(results, folder.staging)
+        writer.require_all_written()
+        folder.publish()
+        progress.print(f"\nreport: {folder.folder / written['index.html'].name}\n"
+                       f"        {folder.folder / written['report.md'].name}")
     finally:
-        finding_out.shutdown(cancel_futures=True)
-        checking.shutdown(cancel_futures=True)
-    progress.print("report ...")
-    from rnnbench.reports.load import load_inputs
-    from rnnbench.reports.render import render_report
-    results = load_inputs([*files, *(path for path, _ in benches)])
-    written = render_report(results, out)
-    print(summary(results, skipped, written, [doc for _, doc in benches],
-                  time.perf_counter() - started, stages.gpu_line))
+        progress.close()
     failed = (any(c.outcome in ("failed", "error") for c in results.checks)
               or any(s.error for s in results.sources)
               or any(t.status == "failed" for t in results.timings))
     return 1 if failed else 0
+
+
+def _stages(stages: Plan, quick: bool, writer: StageWriter, progress: StageProgress,
+            history: Path) -> tuple[dict, dict, dict]:
+    """Conformance of every built-in on each planned device beside the benchmark stage's
+    preparation, then its timing, one device after the other: (conformance documents by
+    implementation and device, unavailable implementations with the reason, the bench documents
+    by device). Interrupted, the conformance children stop at once, and what else the run
+    started is killed."""
+    from rnnbench.child_process import end_descendants
+
+    builtins = {impl.name: impl for impl in stages.devices[HOST]}
+    stop = threading.Event()
+    slots = threading.Semaphore(WORKERS)
+    finding_out = ThreadPoolExecutor(max_workers=len(builtins))
+    checking = ThreadPoolExecutor(max_workers=sum(map(len, stages.devices.values())))
+    conformance: dict[tuple[str, str], Future] = {}
+    try:
+        reasons = {name: finding_out.submit(impl.unavailable_reason) for name, impl in builtins.items()}
+        conformance = {(impl.name, device): checking.submit(
+                           _conformance_stage, impl, device, reasons[impl.name], writer, quick,
+                           progress, stop, slots)
+                       for device, planned in stages.devices.items() for impl in planned}
+        skipped = {name: reason for name, future in reasons.items() if (reason := future.result())}
+        # One device's timings after the other's, each once conformance is done, so that
+        # nothing else runs while anything is timed.
+        benches = {device: _bench_stage(planned, device, writer, progress, history,
+                                        wait=lambda: _finished(conformance))
+                   for device, planned in stages.devices.items()}
+        docs = {key: doc for key, doc in _finished(conformance).items() if doc is not None}
+    except BaseException:
+        stop.set()      # the conformance children stop now; their stages write what they have
+        wait_for(conformance.values(), timeout=STOP_WAIT_S)
+        end_descendants()   # what else this run started: fused's build, its compilers
+        raise
+    finally:
+        finding_out.shutdown(cancel_futures=True)
+        checking.shutdown(cancel_futures=True)
+    return docs, skipped, benches
 
 
 @dataclass(frozen=True)
@@ -156,19 +215,58 @@ def shown(name: str, device: str) -> str:
     return name if device == HOST else f"{name} ({device})"
 
 
-def _finished(stages: dict[str, Future]) -> dict[str, Path | None]:
+def as_results(documents: dict[str, dict]):
+    """The report's `Results` of documents in memory, by file name (what the run wrote, or
+    failed to write)."""
+    from rnnbench.reports.load import load_document
+    from rnnbench.reports.records import Results
+
+    results = Results()
+    for name, doc in documents.items():
+        results.extend(load_document(name, doc))
+    return results
+
+
+def _finished(stages: dict) -> dict:
     """Wait for every stage; their results (a stage's exception is raised here)."""
-    return {name: future.result() for name, future in stages.items()}
+    return {key: future.result() for key, future in stages.items()}
+
+
+class StageWriter:
+    """Writes a stage's document into the staging folder. A write that fails (a full disk)
+    does not stop the run: it is said once, and `require_all_written` fails the run at the end
+    (after the summary), so the folder never publishes a run with a document missing."""
+
+    def __init__(self, folder: Path, progress: "StageProgress"):
+        self.folder, self.progress = folder, progress
+        self.failure: str | None = None
+
+    def write(self, name: str, doc: dict) -> None:
+        try:
+            write_json(self.folder / name, doc)
+        except UsageError as exc:
+            if self.failure is None:
+                self.progress.print(f"warning: {exc}; the run goes on, its results in memory")
+            self.failure = self.failure or str(exc)
+
+    def require_all_written(self) -> None:
+        if self.failure:
+            raise UsageError(self.failure)
 
 
 class StageProgress:
     """Progress of stages running at once: on a terminal one line with every running stage's
-    counter; everywhere the lines that stay (a stage started or finished)."""
+    counter; everywhere the lines that stay (a stage started or finished); in a log, every
+    running stage's counter whenever HEARTBEAT_S seconds have passed without a line."""
 
     def __init__(self, stream):
         self.line = LiveLine(stream)
         self.lock = threading.Lock()
         self.running: dict[str, str] = {}
+        self.started = self.last_line = time.monotonic()
+        self.closed = threading.Event()
+        if not self.line.live:
+            threading.Thread(target=self._heartbeat, daemon=True).start()
 
     @property
     def live(self) -> bool:
@@ -187,11 +285,29 @@ class StageProgress:
 
     def print(self, text: str) -> None:
         with self.lock:
-            self.line.print("\n".join(_fill(text)))
+            # A line of words is wrapped to WIDTH; a block (the summary's tables) is
+            # printed as it was laid out.
+            self.line.print(text if "\n" in text else "\n".join(_fill(text)))
+            self.last_line = time.monotonic()
 
     def counter(self, stage: str):
-        """A `progress(done, total, label)` callback drawing this stage's counter."""
-        return lambda done, total, label: self.update(stage, f"[{done}/{total}] {label}")
+        """A `progress(done, total, label)` callback drawing this stage's counter, after its
+        name: "compile 1/2 [12/336] gradients/single-layer"."""
+        return lambda done, total, label: self.update(stage, f"{stage} [{done}/{total}] {label}")
+
+    def close(self) -> None:
+        """No more heartbeats."""
+        self.closed.set()
+
+    def _heartbeat(self) -> None:
+        while not self.closed.wait(HEARTBEAT_POLL_S):
+            with self.lock:
+                quiet = time.monotonic() - self.last_line >= HEARTBEAT_S
+                stages = " | ".join(self.running.values()) or "working"
+            if quiet:
+                elapsed = int(time.monotonic() - self.started)
+                self.print(textwrap.shorten(f"[{elapsed // 60}:{elapsed % 60:02d}] {stages}",
+                                            WIDTH, placeholder=" ..."))
 
 
 def kind_groups(kinds) -> list[list[str]]:
@@ -201,11 +317,14 @@ def kind_groups(kinds) -> list[list[str]]:
     return [group for group in grouped if group]
 
 
-def _conformance_stage(impl, device: str, reason: Future, out: Path, quick: bool,
+def _conformance_stage(impl, device: str, reason: Future, writer: StageWriter, quick: bool,
                        progress: StageProgress, stop: threading.Event,
-                       slots: threading.Semaphore) -> Path | None:
-    """The conformance document of one built-in on `device`, its kind groups checked at once,
-    written to DIR; None when it is unavailable."""
+                       slots: threading.Semaphore):
+    """The `ConformanceRun` of one built-in on `device`, its kind groups checked at once,
+    written as `conformance-<impl>.json` (`-cuda` on the GPU); None when it is unavailable."""
+    from rnnbench.reference.kinds import KINDS
+    from rnnbench.suites.results import ConformanceRun, judge, summary_phrase
+
     name, label = impl.name, shown(impl.name, device)
     if reason.result():
         return None
@@ -218,20 +337,18 @@ def _conformance_stage(impl, device: str, reason: Future, out: Path, quick: bool
             name, device, numbered[1], quick,
             progress.counter(f"{label} {numbered[0] + 1}/{len(groups)}"), stop, slots),
             enumerate(groups)))
-    from rnnbench.reference.kinds import KINDS
-    from rnnbench.suites.results import ConformanceRun
-
     doc = ConformanceRun.merged(docs, list(KINDS))
-    path = out / results_file(f"conformance-{name}", device)
-    write_json(path, doc.to_json())
+    writer.write(results_file(f"conformance-{name}", device), doc.to_json())
     if doc.interrupted:
         raise KeyboardInterrupt
     said = f"could not run: {doc.error}" if doc.error else tally(doc.summary)
+    if not doc.error and summary_phrase(judge(doc.results)) == "INCOMPLETE":
+        said += "; incomplete: checks timed out or were cut"
     for number in range(len(groups)):
         progress.done(f"{label} {number + 1}/{len(groups)}")
     progress.print(f"conformance {label}: {said or 'no checks ran'} "
                    f"({time.perf_counter() - started:.1f} s)")
-    return path
+    return doc
 
 
 def _conformance_group(name: str, device: str, kinds: list[str], quick: bool, counter,
@@ -241,8 +358,6 @@ def _conformance_group(name: str, device: str, kinds: list[str], quick: bool, co
     from rnnbench.suites import ConformanceRun, conform
 
     def report(result, done: int, total: int) -> None:
-        if stop.is_set():     # conform() keeps what it has and returns, marked interrupted
-            raise KeyboardInterrupt
         counter(done, total, f"{shown(name, device)} {result.check}")
 
     unchecked = ConformanceRun(target=name, device=device, environment=capture(), kinds=kinds,
@@ -252,23 +367,26 @@ def _conformance_group(name: str, device: str, kinds: list[str], quick: bool, co
             return dataclasses.replace(unchecked, interrupted=True)
         try:
             # No run budget: the built-ins are ours, and compile's first run builds its graphs
-            # for minutes; a budget bounds implementations that misbehave.
+            # for minutes; a budget bounds implementations that misbehave. `stop` ends the
+            # child at once, and conform() returns what it has, marked interrupted.
             return conform(name, kinds=kinds, device=device, quick=quick, progress=report,
-                           budget_s=None)
+                           budget_s=None, stop=stop)
         except UsageError as exc:
             # A built-in that cannot even be checked must not cost the other stages their
             # results: the document says so (`error`), the report shows it and the run exits 1.
             return dataclasses.replace(unchecked, error=str(exc))
 
 
-def _bench_stage(impls: list, device: str, out: Path, progress: StageProgress,
-                 wait) -> tuple[Path, dict]:
-    """The quick preset over `impls` on `device`; `wait()` is called once the modules are
-    built, checked and called once, before anything is timed."""
+def _bench_stage(impls: list, device: str, writer: StageWriter, progress: StageProgress,
+                 history: Path, wait) -> dict:
+    """The quick preset over `impls` on `device`, written as `bench.json` (`bench-cuda.json`)
+    after every workload, marked interrupted until done; `wait()` is called once the modules
+    are built, checked and called once, before anything is timed. `history`: the folder of the
+    last complete run, whose bench documents say the best GEMM peak this machine reached."""
     from rnnbench.benchmarks.harness import run_benchmarks
     from rnnbench.benchmarks.workloads import load_workloads
 
-    path = out / results_file("bench", device)
+    name = results_file("bench", device)
     workloads = load_workloads(preset=PRESET)
     where = "" if device == HOST else f" on {device}"
     progress.print(f"benchmarks{where}: preset {PRESET}, {len(workloads)} workloads x "
@@ -281,20 +399,22 @@ def _bench_stage(impls: list, device: str, out: Path, progress: StageProgress,
 
     doc = run_benchmarks(impls, workloads, device=device, preset=PRESET,
                          progress=progress.counter("bench"),
-                         checkpoint=lambda partial: write_json(path, partial), wait=waiting,
-                         history=out)
-    write_json(path, doc)
+                         checkpoint=lambda partial: writer.write(
+                             name, {**partial, "interrupted": True}),
+                         wait=waiting, history=history)
+    doc = {**doc, "interrupted": False}
+    writer.write(name, doc)
     progress.done("bench")
     progress.print(f"benchmarks{where} done ({time.perf_counter() - started:.1f} s)")
-    return path, doc
+    return doc
 
 
-def summary(results, skipped: dict[str, str], written: dict, benches: list[dict],
-            seconds: float, gpu_line: str) -> str:
+def summary(results, skipped: dict[str, str], benches: list[dict], seconds: float,
+            gpu_line: str) -> str:
     """The closing screen: a busy machine's warning, conformance verdicts per implementation
-    and device, what happened to the GPU rows, speed-ups over native per device (within noise,
-    noisy and non-conforming said as such; none judged from a busy machine), where the report
-    is. `benches`: the bench documents, one per device."""
+    and device (incomplete where checks timed out or were cut), what happened to the GPU rows,
+    speed-ups over native per device (within noise, noisy and non-conforming said as such;
+    none judged from a busy machine). `benches`: the bench documents, one per device."""
     from rnnbench.benchmarks.machine import busy_lines
     from rnnbench.reports import analysis
     from rnnbench.suites.results import judge, summary_phrase
@@ -331,7 +451,6 @@ def summary(results, skipped: dict[str, str], written: dict, benches: list[dict]
                        f"{t.reason}")
     if len(failed) > 5:
         lines.append(f"... and {len(failed) - 5} more failed benchmarks (see the report)")
-    lines += ["", f"report: {written['index.html']}", f"        {written['report.md']}"]
     return "\n".join(lines)
 
 

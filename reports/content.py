@@ -192,9 +192,10 @@ def _conformance_summary(results: Results, sources: list[Source], named: runs.Ru
     devices = [str(source.settings.get("device") or "") for source in sources]
     # One run checked on several devices: each verdict named by its device, as the speed-up
     # cell names them; otherwise by when it ran.
-    label = ((lambda source: str(source.settings.get("device") or "device unknown"))
-             if len(set(devices)) == len(devices) else named.of)
-    return "; ".join(f"{label(source)}: {verdict}"
+    if len(set(devices)) == len(devices):
+        pairs = sorted(zip(devices, verdicts), key=lambda pair: (pair[0] != "cpu", pair[0]))
+        return "; ".join(f"{device or 'device unknown'}: {verdict}" for device, verdict in pairs)
+    return "; ".join(f"{named.of(source)}: {verdict}"
                      for source, verdict in sorted(zip(sources, verdicts),
                                                    key=lambda pair: runs.run_of(pair[0]).order()))
 

@@ -12,6 +12,7 @@ import pytest
 from rnnbench.cli import main
 from rnnbench.commands import run as run_command
 from rnnbench.suites import isolation, text
+from rnnbench.suites.results import CheckResult, ConformanceRun
 
 HOSTILE = Path(__file__).parent / "zoo" / "hostile.py"
 
@@ -44,8 +45,16 @@ def test_a_faster_machine_keeps_the_limits_and_no_calibration_changes_nothing(mo
 
 
 def verdict_of(summary: dict, cut: int, interrupted=False) -> str:
-    doc = {"summary": summary, "incomplete": cut > 0, "cut": cut, "target": "t", "results": [],
-           "duration_s": 1.0, "interrupted": interrupted}
+    """The first word of conform's verdict line for results with `summary`'s outcomes, `cut`
+    of its errors cut by a limit (timed out, or not run for a budget)."""
+    results = []
+    for outcome, n in summary.items():
+        for index in range(n):
+            cut_here = outcome == "error" and index < cut
+            results.append(CheckResult(f"forward/case-{outcome}-{index}", "forward", "rnn",
+                                       f"case-{outcome}-{index}", outcome,
+                                       numbers={"incomplete": True} if cut_here else {}))
+    doc = ConformanceRun(target="t", results=results, duration_s=1.0, interrupted=interrupted)
     return text.verdict(doc).split(":")[0]
 
 
@@ -62,12 +71,14 @@ def test_a_check_that_runs_out_of_time_makes_conform_incomplete(tmp_path, capsys
     out = tmp_path / "c.json"
     code = main(["conform", f"{HOSTILE}:HangsInForward", "--kind", "rnn_cell", "--check",
                  "forward/batched", "--timeout", "2", "--json", str(out)])
-    assert code == 1
+    assert code == 3            # incomplete: neither conforming nor not
     printed = capsys.readouterr().out
-    assert printed.strip().splitlines()[-1].startswith("INCOMPLETE: ")
+    assert any(line.startswith("INCOMPLETE: ") for line in printed.splitlines())
     doc = json.loads(out.read_text())
-    assert doc["incomplete"] is True and doc["cut"] == 1
-    assert doc["results"][0]["message"].startswith("the process timed out after")
+    assert doc["verdict"][doc["require"]]["state"] == "incomplete"
+    [result] = doc["results"]
+    assert result["numbers"]["incomplete"] is True
+    assert result["message"].startswith("the process timed out after")
 
 
 def test_a_long_stage_in_a_log_says_where_it_stands(monkeypatch):

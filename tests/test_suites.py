@@ -321,7 +321,9 @@ def test_exit_crash_segfault_and_hang_become_errors_and_the_run_finishes(tmp_pat
     # sys.exit is caught in the child; a hang is cut off and the kind goes on in a fresh child
     assert "called sys.exit(3)" in errors.pop(("rnn_cell", "gradients/batched"))
     assert "timed out after 10 s" in errors.pop(("rnn", "gradients/three-layer-square"))
-    assert doc["incomplete"] is True and doc["cut"] == 1     # the hang: not judged
+    # the hang: not judged, so incomplete rather than failed
+    assert [r.check for r in results if r.numbers.get("incomplete")] == [
+        "gradients/three-layer-square"]
     # the gru_cell crashes on its first two forward calls, and is given up after them
     assert "killed by SIGSEGV" in errors.pop(("gru_cell", "shapes/batched"))
     assert "exited with status 5" in errors.pop(("gru_cell", "shapes/h0-omitted"))

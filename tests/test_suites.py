@@ -379,7 +379,8 @@ def test_cli_reports_a_failure_with_its_diagnosis_and_exits_1(tmp_path, capsys):
     assert lines[1].startswith(f" 1. {DIAGNOSES['weight_transposed']} [weight_transposed]: ")
     assert lines[2].startswith("    e.g. forward/batched: h differs from the reference")
     assert "--kind rnn_cell --check forward/batched --verbose" in out
-    assert out.rstrip().split("\n\n")[-1].startswith("FAILED:")    # the verdict comes last
+    last = out.rstrip().split("\n\n")[-1]        # the verdict comes last: levels, then the line
+    assert last.startswith("Verdict (") and "\nFAILED: " in last
 
 
 @pytest.mark.parametrize("argv, words", [

@@ -52,7 +52,8 @@ class LSTMFwbw(LSTM):
     backend = "vanilla_fwbw"
 
 
-UNSUPPORTED = frozenset({"num_layers", "bidirectional", "proj_size", "dropout"})
+# FlashRNN takes dense (batch, time, ...) tensors only: no PackedSequence.
+UNSUPPORTED = frozenset({"num_layers", "bidirectional", "proj_size", "dropout", "packed"})
 VANILLA = Implementation(name="flashrnn-vanilla", kinds={"lstm": LSTM, "gru": GRU},
                          unsupported=UNSUPPORTED, description="flashrnn(..., backend='vanilla')")
 # vanilla_fwbw implements the LSTM only ("Function gru not implemented for vanilla_fwbw

@@ -54,9 +54,9 @@ pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="ne
 def test_a_check_that_allocates_past_the_memory_limit_is_an_error_that_names_the_limit():
     doc = conform(f"{HOSTILE}:AllocatesWithoutBound", kinds=["rnn_cell"],
                   checks="forward/batched", memory_limit=2 * GIB)
-    [result] = doc["results"]
-    assert result["outcome"] == "error"
-    assert result["message"].startswith("exceeded the memory limit (2 GiB): ")
+    [result] = doc.results
+    assert result.outcome == "error"
+    assert result.message.startswith("exceeded the memory limit (2 GiB): ")
 
 
 CHATTY_CHILD = """
@@ -85,7 +85,7 @@ def test_a_process_forked_at_import_does_not_outlive_the_run(tmp_path, monkeypat
     pid_file = tmp_path / "forked.pid"
     monkeypatch.setenv("FORKED_PID_FILE", str(pid_file))
     doc = conform(f"{ZOO / 'forks_at_import.py'}:RNN", kinds=["rnn"], checks="forward/single-layer")
-    assert doc["summary"]["passed"] == 1
+    assert doc.summary["passed"] == 1
     forked = [int(line) for line in pid_file.read_text().split()]
     assert forked
     deadline = time.monotonic() + 10

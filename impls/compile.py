@@ -133,6 +133,12 @@ class CompiledBackend(Backend):
         w_hr_t = None if w_hr is None else w_hr.t().contiguous()
         b_hh_step = b_hh if family == "gru" else None
         state = list(zero_state(family, x, weights) if state is None else state)
+        if torch.is_grad_enabled() and any(w is not None and w.requires_grad for w in weights):
+            # The graph guards on whether each input needs a gradient, and every chunk after
+            # the first gets a state that does: a first state that does not (an h0 given
+            # without one, the zero state) would compile each configuration twice. It enters
+            # as a leaf that asks for one, so grad mode has one graph per configuration.
+            state = [s if s.requires_grad else s.detach().requires_grad_() for s in state]
         # In processing order: the reverse direction starts at the last step.
         inputs = _loop.project_input(family, x, w_ih, b_ih, b_hh).unbind(0)[::-1 if reverse else 1]
         outputs, position = [], 0

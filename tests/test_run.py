@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from rnnbench.cli import main
-from rnnbench.commands.run import kind_groups, speedup_table
+from rnnbench.impls import load
+from rnnbench.commands.run import SPLIT, kind_groups, speedup_table
 from rnnbench.reference.kinds import KINDS
 from rnnbench.suites.results import ConformanceRun
 
@@ -112,14 +113,16 @@ def available_builtins():
 def test_conformance_runs_two_at_a_time_and_is_done_before_anything_is_timed(tmp_path, stages):
     assert main(["run", "--out", str(tmp_path)]) == 0
     assert stages["most_at_once"] == 2
-    children = sum(len(kind_groups(impl.kinds)) for impl in available_builtins().values())
+    children = sum(len(kind_groups(impl.kinds, name in SPLIT))
+                   for name, impl in available_builtins().items())
     assert stages["finished_when_waited"] == [children]
 
 
-def test_each_implementation_is_checked_in_two_halves_by_kind(tmp_path, stages):
+def test_compile_is_checked_in_two_halves_by_kind_and_the_rest_in_one_child(tmp_path, stages):
     main(["run", "--out", str(tmp_path)])
     assert sorted(stages["kinds"]["compile"]) == [["rnn", "lstm"],
                                                   ["rnn_cell", "lstm_cell", "gru_cell", "gru"]]
+    assert stages["kinds"]["native"] == [list(load("native").kinds)]
     assert stages["kinds"]["implicit"] == [["implicit"]]
 
 
@@ -269,7 +272,7 @@ def test_with_cuda_the_gpu_capable_builtins_are_checked_and_timed_there_too(tmp_
 def test_with_cuda_nothing_is_timed_before_every_conformance_child_is_done(tmp_path, cuda_machine):
     main(["run", "--out", str(tmp_path)])
     available = available_builtins()
-    children = sum(len(kind_groups(impl.kinds)) * (1 + (name in gpu_capable()))
+    children = sum(len(kind_groups(impl.kinds, name in SPLIT)) * (1 + (name in gpu_capable()))
                    for name, impl in available.items())
     assert cuda_machine["finished_when_waited"] == [children, children]
 
@@ -282,9 +285,9 @@ def test_with_cuda_the_summary_shows_each_device_and_names_the_gpu(tmp_path, cud
     table = table[:table.index("")]
     [on_cpu] = [line for line in table if line.startswith("eager  ")]
     [on_gpu] = [line for line in table if line.startswith("eager (cuda) ")]
-    # passed, failed: one stubbed check per half of eager's kinds
-    assert on_cpu.split()[1:3] == ["2", "0"] and on_cpu.endswith(" conforms")
-    assert on_gpu.split()[2:4] == ["0", "2"] and on_gpu.endswith(" DOES NOT CONFORM")
+    # passed, failed: one stubbed check for eager's child on each device
+    assert on_cpu.split()[1:3] == ["1", "0"] and on_cpu.endswith(" conforms")
+    assert on_gpu.split()[2:4] == ["0", "1"] and on_gpu.endswith(" DOES NOT CONFORM")
     text = " ".join(" ".join(screen).split())     # wrapped lines joined
     assert " on cuda (Fake GPU 80GB); fused, onnxruntime declare cuda unsupported" in text
     assert [line.split(":")[0] for line in screen if line.startswith("benchmarks (")] == [
@@ -297,4 +300,4 @@ def test_with_cuda_the_report_gives_each_devices_verdict_side_by_side(tmp_path, 
     main(["run", "--out", str(tmp_path)])
     summary = (tmp_path / "report.md").read_text().split("### Who conforms")[1].split("###")[0]
     [row] = [line for line in summary.splitlines() if line.startswith("| eager ")]
-    assert "cpu: conforms, quick case list (2 checks); cuda: DOES NOT CONFORM" in row
+    assert "cpu: conforms, quick case list (1 check); cuda: DOES NOT CONFORM" in row

@@ -20,13 +20,13 @@ Interrupted (Ctrl-C, SIGTERM), the run stops its conformance children, kills wha
 started (fused's C++ build), and says where its finished part is.
 
 The stages share the machine where they can: conformance runs in child processes, WORKERS at a
-time, each implementation's kinds split between two of them (KIND_GROUPS); the implementations'
-availability (fused builds its kernels) is found out beside them; the benchmark stage builds its
-modules, compares each with the reference and makes every first call (where torch.compile
-compiles) while conformance still runs (its first-call times are taken beside it), and waits
-for it to finish before it measures the machine and times anything. On a terminal one status
-line shows every running stage; in a log a line says where each stage stands at least every
-HEARTBEAT_S seconds.
+time, compile's kinds split between two of them (KIND_GROUPS), the others one child each; the
+implementations' availability (fused builds its kernels) is found out beside them; the
+benchmark stage builds its modules, compares each with the reference and makes every first call
+(where torch.compile compiles) while conformance still runs (its first-call times are taken
+beside it), and waits for it to finish before it measures the machine and times anything. On a
+terminal one status line shows every running stage; in a log a line says where each stage
+stands at least every HEARTBEAT_S seconds.
 """
 from __future__ import annotations
 
@@ -55,11 +55,14 @@ WIDTH = 100     # the summary fits in this many columns
 # Conformance children at a time: one per core of the 2-core machines this is sized for; each
 # child is a single busy thread most of the time.
 WORKERS = 2
-# An implementation's kinds are checked by two children at once, one per group, so that one slow
-# implementation keeps both cores busy: compile builds a graph per configuration, dtype and grad
-# mode, and with empty caches its gru checks take about as long as its rnn and lstm checks
-# together (its cells run eagerly and cost little). Kinds in no group join the last.
+# compile's kinds are checked by two children at once, one per group, and before the others,
+# so that the one slow implementation keeps both cores busy from the start: it builds a graph
+# per configuration, dtype and grad mode, and with empty caches its gru checks take about as
+# long as its rnn and lstm checks together (its cells run eagerly and cost little). Kinds in no
+# group join the last. Every other built-in is one child: a child's start (torch's import, the
+# calibration) costs about 3 CPU-seconds, as much as a fast implementation's half of the checks.
 KIND_GROUPS = (("rnn", "lstm"), ("rnn_cell", "lstm_cell", "gru_cell", "gru"))
+SPLIT = ("compile",)
 HEARTBEAT_S = 20    # in a log, the longest silence (checked every HEARTBEAT_POLL_S)
 HEARTBEAT_POLL_S = 5
 STOP_WAIT_S = 30    # interrupted: how long the conformance stages get to write what they have
@@ -156,7 +159,8 @@ def _stages(stages: Plan, quick: bool, writer: StageWriter, progress: StageProgr
         conformance = {(impl.name, device): checking.submit(
                            _conformance_stage, impl, device, reasons[impl.name], writer, quick,
                            progress, stop, slots)
-                       for device, planned in stages.devices.items() for impl in planned}
+                       for device, planned in stages.devices.items()
+                       for impl in sorted(planned, key=lambda impl: impl.name not in SPLIT)}
         skipped = {name: reason for name, future in reasons.items() if (reason := future.result())}
         # One device's timings after the other's, each once conformance is done, so that
         # nothing else runs while anything is timed.
@@ -310,8 +314,11 @@ class StageProgress:
                                             WIDTH, placeholder=" ..."))
 
 
-def kind_groups(kinds) -> list[list[str]]:
-    """`kinds` split by KIND_GROUPS (the last group takes the kinds in none); no empty group."""
+def kind_groups(kinds, split: bool = True) -> list[list[str]]:
+    """`kinds` split by KIND_GROUPS (the last group takes the kinds in none), or all in one
+    group unless `split`; no empty group."""
+    if not split:
+        return [list(kinds)]
     grouped = [[kind for kind in kinds if kind in group] for group in KIND_GROUPS]
     grouped[-1] += [kind for kind in kinds if not any(kind in group for group in KIND_GROUPS)]
     return [group for group in grouped if group]
@@ -331,7 +338,7 @@ def _conformance_stage(impl, device: str, reason: Future, writer: StageWriter, q
     started = time.perf_counter()
     if not progress.live:     # a terminal gets a live counter instead
         progress.print(f"conformance {label} ...")
-    groups = kind_groups(impl.kinds)
+    groups = kind_groups(impl.kinds, split=name in SPLIT)
     with ThreadPoolExecutor(max_workers=len(groups)) as pool:
         docs = list(pool.map(lambda numbered: _conformance_group(
             name, device, numbered[1], quick,
@@ -423,6 +430,9 @@ def summary(results, skipped: dict[str, str], benches: list[dict], seconds: floa
             for line in busy_lines(bench.get("machine_check") or {}, bench.get("threads"))]
     lines = ["", *dict.fromkeys(busy), f"rnnbench run: done in {seconds:.0f} s"]
     counts = analysis.outcome_counts(results.checks, lambda c: (c.impl, c.device or HOST))
+    # xfail and xpass only where some run has them: the table stays within WIDTH columns.
+    outcomes = [o for o in OUTCOMES if o not in ("xfail", "xpass")
+                or any(n[o] for n in counts.values())]
     rows = []
     reasons = {}    # said under the table, where a long reason has room
     for source in (s for s in results.sources if s.format == "conformance"):
@@ -431,12 +441,12 @@ def summary(results, skipped: dict[str, str], benches: list[dict], seconds: floa
         checks = [c for c in results.checks if c.source is source]
         verdict = ("could not run" if source.error else "no checks ran" if n is None else
                    summary_phrase(judge(checks, source.interrupted)))
-        rows.append([shown(source.target, device), *(n[o] if n else 0 for o in OUTCOMES),
+        rows.append([shown(source.target, device), *(n[o] if n else 0 for o in outcomes),
                      verdict])
         if source.error:
             reasons[shown(source.target, device)] = f"could not run: {source.error}"
-    rows += [[name, *("" for _ in OUTCOMES), "skipped (unavailable)"] for name in skipped]
-    headers = ["conformance", *(o.replace("_", " ") for o in OUTCOMES), "verdict"]
+    rows += [[name, *("" for _ in outcomes), "skipped (unavailable)"] for name in skipped]
+    headers = ["conformance", *(o.replace("_", " ") for o in outcomes), "verdict"]
     lines += ["", tabulate(rows, headers)]
     for name, reason in {**reasons, **skipped}.items():
         lines += _fill(f"{name}: {reason}")

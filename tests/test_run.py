@@ -301,3 +301,16 @@ def test_with_cuda_the_report_gives_each_devices_verdict_side_by_side(tmp_path, 
     summary = (tmp_path / "report.md").read_text().split("### Who conforms")[1].split("###")[0]
     [row] = [line for line in summary.splitlines() if line.startswith("| eager ")]
     assert "cpu: conforms, quick case list (1 check); cuda: DOES NOT CONFORM" in row
+
+
+def test_the_summary_says_what_the_quick_case_list_leaves_out(tmp_path, stages, capsys):
+    from rnnbench.suites.runner import plan
+
+    native = load("native")
+    main(["run", "--out", str(tmp_path / "quick")])
+    text = " ".join(" ".join(closing_screen(capsys.readouterr().out)).split())
+    quick, full = len(plan(native, None, True)), len(plan(native, None, False))
+    assert f"quick case list: {quick} of {full} checks of native's kinds" in text
+    assert "single-step" in text and "rnnbench run --full checks them" in text
+    main(["run", "--out", str(tmp_path / "full"), "--full"])
+    assert "quick case list" not in capsys.readouterr().out

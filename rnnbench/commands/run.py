@@ -123,7 +123,8 @@ def _main_job(folder, quick: bool, started: float) -> int:
                      **{results_file("bench", device): doc for device, doc in benches.items()}}
         results = as_results(documents)
         progress.print(summary(results, skipped, list(benches.values()),
-                               time.perf_counter() - started, stages.gpu_line))
+                               time.perf_counter() - started,
+                               [stages.gpu_line, *([quick_list_line()] if quick else [])]))
         # Written after the summary: a full disk costs the files, never what was shown.
         progress.update("report", "writing the report")
         written = render_report(results, folder.staging)
@@ -416,12 +417,27 @@ def _bench_stage(impls: list, device: str, writer: StageWriter, progress: StageP
     return doc
 
 
+def quick_list_line() -> str:
+    """What the quick case list leaves out (the cases of native's full plan it lacks), for the
+    summary."""
+    from rnnbench.impls import load
+    from rnnbench.suites.runner import plan
+
+    quick, full = (plan(load(BASELINE), None, quick) for quick in (True, False))
+    kept = {(item.kind, item.describe()["case"]) for item in quick}
+    left = sorted({item.describe()["case"] for item in full
+                   if (item.kind, item.describe()["case"]) not in kept})
+    return (f"quick case list: {len(quick)} of {len(full)} checks of {BASELINE}'s kinds; left "
+            f"out: the cases {', '.join(left)} (rnnbench run --full checks them)")
+
+
 def summary(results, skipped: dict[str, str], benches: list[dict], seconds: float,
-            gpu_line: str) -> str:
+            notes: list[str]) -> str:
     """The closing screen: a busy machine's warning, conformance verdicts per implementation
     and device (incomplete where checks timed out or were cut), what happened to the GPU rows,
     speed-ups over native per device (within noise, noisy and non-conforming said as such;
-    none judged from a busy machine). `benches`: the bench documents, one per device."""
+    none judged from a busy machine). `benches`: the bench documents, one per device; `notes`:
+    lines said under the conformance table (the GPU rows, what the quick list leaves out)."""
     from rnnbench.benchmarks.machine import busy_lines
     from rnnbench.reports import analysis
     from rnnbench.suites.results import judge, summary_phrase
@@ -450,8 +466,8 @@ def summary(results, skipped: dict[str, str], benches: list[dict], seconds: floa
     lines += ["", tabulate(rows, headers)]
     for name, reason in {**reasons, **skipped}.items():
         lines += _fill(f"{name}: {reason}")
-    if gpu_line:
-        lines += _fill(gpu_line)
+    for note in filter(None, notes):
+        lines += _fill(note)
     for bench in benches:
         busy = (bench.get("machine_check") or {}).get("busy") is True
         lines += ["", speedup_table(bench.get("results", []), bench.get("device", HOST), busy)]

@@ -22,8 +22,9 @@ examples:
                                                      one check, with its inputs and numbers
   rnnbench conform mypkg.rnns:IMPLEMENTATION --json out/conformance.json
 
-exit codes: 0 every applicable check passed, 1 a check failed or errored, 2 a usage or load
-error (one line)
+exit codes: 0 the level --require names conforms (default drop-in), 1 it does not, 2 a usage or
+load error (one line), 3 incomplete (nothing failed, but checks timed out or were cut), 130
+interrupted
 """
 
 def add_arguments(parser) -> None:

@@ -67,6 +67,8 @@ WARNED_KEYS = ("cpu", "gpu", "threads", "torch", "cuda")
 NOTED_KEYS = ("hostname", "rnnbench")
 RANK_TEST_NATIVE, RANK_TEST, IQR_RULE = "rank test against native", "rank test", "IQR rule"
 RULES = (RANK_TEST_NATIVE, RANK_TEST, IQR_RULE)
+# Not a rule: why a result judged against native is not judged (see `_unless_baseline_moved`).
+BASELINE_MOVED = "native moved"
 WIDTH = 100
 
 
@@ -144,7 +146,25 @@ def compare_runs(base: list[Timing], head: list[Timing], gate: Gate = Gate(),
         else:
             changes.append(_judge(key, b[0], h[0], gate, *_samples(key, base_samples,
                                                                   head_samples), busy=busy))
-    return changes
+    return [_unless_baseline_moved(c, changes) for c in changes]
+
+
+def _unless_baseline_moved(change: Change, changes: list[Change]) -> Change:
+    """`change`, or not judged when it claims a change measured against a native that moved
+    by itself.
+
+    Ratios to native cancel a machine that is uniformly slower or faster; they invent changes
+    when native alone moved, and on a virtual machine whose speed drifts between runs the
+    others move too, each its own way (two runs of one commit: native 48% faster, fused 12%
+    slower in raw time, 98% slower against native). When native's own change is a real one
+    past the threshold, no regression or improvement in its workload is judged, in raw time or
+    against native; "within noise" against native stands (what the ratios are for)."""
+    if change.rule != RANK_TEST_NATIVE or change.verdict not in ("regression", "improvement"):
+        return change
+    native = next((c for c in changes if c.key == (BASELINE, *change.key[1:])), None)
+    if native is None or native.verdict not in ("regression", "improvement"):
+        return change
+    return dataclasses.replace(change, verdict=NOT_JUDGED, rule=BASELINE_MOVED)
 
 
 def _samples(key: tuple, base: dict, head: dict) -> tuple[list | None, list | None, bool]:
@@ -208,9 +228,14 @@ def format_changes(changes: list[Change], gate: Gate = Gate()) -> str:
     if rules[IQR_RULE]:
         lines += _wrapped(f"{rules[IQR_RULE]} judged by the IQR rule (no raw samples, e.g. "
                           "bench/1): changes inside the IQR are noise")
-    if counts[NOT_JUDGED]:
-        lines += _wrapped(f"{counts[NOT_JUDGED]} not judged: timed on a busy machine, or with "
-                          "bimodal samples (some calls ran at another speed)")
+    moved = sum(c.rule == BASELINE_MOVED for c in changes)
+    if counts[NOT_JUDGED] - moved:
+        lines += _wrapped(f"{counts[NOT_JUDGED] - moved} not judged: timed on a busy machine, or "
+                          "with bimodal samples (some calls ran at another speed)")
+    if moved:
+        lines += _wrapped(f"{moved} not judged: {BASELINE} itself changed between the runs (the "
+                          "machine's speed, or torch), so a change measured against it is none "
+                          "the gate can tell from the machine's")
     failing = ", ".join(f"{counts[v]} {v}" for v in gate.gating() if counts[v])
     unsure = ", ".join(f"{counts[v]} {v}" for v in gate.inconclusive() if counts[v])
     if failing:
@@ -319,6 +344,8 @@ def _time(t: Timing | None) -> str:
 
 
 def _evidence(c: Change) -> str:
+    if c.rule == BASELINE_MOVED:
+        return f"{BASELINE} moved"
     if c.rule in (RANK_TEST, RANK_TEST_NATIVE):
         return f"p={c.p_value:.2g}"
     if c.rule == IQR_RULE:

@@ -332,3 +332,40 @@ def test_pytest_benchmark_raw_data_is_judged_by_the_rank_test(tmp_path, capsys):
     saved = pytest_benchmark_file(tmp_path / "saved.json", 1.2, 1, data=False)
     assert main(["compare", base, saved]) == 1
     assert "judged by the IQR rule (no raw samples" in capsys.readouterr().out
+
+
+def native_and_fused(tmp_path, native_scale, fused_scale):
+    """BASE and HEAD of native (1 ms) and fused (0.5 ms) on one workload, HEAD's scaled."""
+    def run(native, fused, seed):
+        return doc([result("native", "w1", samples(native, seed=seed)),
+                    result("fused", "w1", samples(fused, seed=seed + 1))])
+
+    paths = tmp_path / "base.json", tmp_path / "head.json"
+    paths[0].write_text(json.dumps(run(1e-3, 0.5e-3, 0)))
+    paths[1].write_text(json.dumps(run(1e-3 * native_scale, 0.5e-3 * fused_scale, 10)))
+    return [str(p) for p in paths]
+
+
+def fused_row(out):
+    return next(line for line in out.splitlines() if line.startswith("fused"))
+
+
+def test_a_native_that_moved_alone_makes_no_regression_of_what_did_not(tmp_path, capsys):
+    # Two runs of one commit on a VM whose GEMMs sped up: native 35% faster, fused unchanged.
+    # Against native fused reads 54% slower: not judged, the comparison inconclusive.
+    assert main(["compare", *native_and_fused(tmp_path, 0.65, 1.0)]) == 3
+    out = capsys.readouterr().out
+    assert fused_row(out).endswith("not judged") and "native moved" in fused_row(out)
+    assert "1 not judged: native itself changed between the runs" in " ".join(out.split())
+
+
+def test_a_regression_beside_a_native_that_moved_is_inconclusive_not_a_pass(tmp_path, capsys):
+    # native 20% faster, fused twice as slow: the gate cannot tell code from the machine here
+    assert main(["compare", *native_and_fused(tmp_path, 0.8, 2.0)]) == 3
+    assert fused_row(capsys.readouterr().out).endswith("not judged")
+
+
+def test_a_native_that_did_not_move_leaves_the_judgement_against_it(tmp_path, capsys):
+    assert main(["compare", *native_and_fused(tmp_path, 1.0, 1.5)]) == 1
+    out = capsys.readouterr().out
+    assert fused_row(out).endswith("regression") and "rank test against native" in out

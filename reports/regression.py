@@ -146,10 +146,11 @@ def compare_runs(base: list[Timing], head: list[Timing], gate: Gate = Gate(),
         else:
             changes.append(_judge(key, b[0], h[0], gate, *_samples(key, base_samples,
                                                                   head_samples), busy=busy))
-    return [_unless_baseline_moved(c, changes) for c in changes]
+    by_key = {c.key: c for c in changes}
+    return [_unless_baseline_moved(c, by_key) for c in changes]
 
 
-def _unless_baseline_moved(change: Change, changes: list[Change]) -> Change:
+def _unless_baseline_moved(change: Change, by_key: dict[tuple, Change]) -> Change:
     """`change`, or not judged when it claims a change measured against a native that moved
     by itself.
 
@@ -161,7 +162,7 @@ def _unless_baseline_moved(change: Change, changes: list[Change]) -> Change:
     against native; "within noise" against native stands (what the ratios are for)."""
     if change.rule != RANK_TEST_NATIVE or change.verdict not in ("regression", "improvement"):
         return change
-    native = next((c for c in changes if c.key == (BASELINE, *change.key[1:])), None)
+    native = by_key.get((BASELINE, *change.key[1:]))
     if native is None or native.verdict not in ("regression", "improvement"):
         return change
     return dataclasses.replace(change, verdict=NOT_JUDGED, rule=BASELINE_MOVED)

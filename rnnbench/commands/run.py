@@ -331,7 +331,7 @@ def _conformance_stage(impl, device: str, reason: Future, writer: StageWriter, q
     """The `ConformanceRun` of one built-in on `device`, its kind groups checked at once,
     written as `conformance-<impl>.json` (`-cuda` on the GPU); None when it is unavailable."""
     from rnnbench.reference.kinds import KINDS
-    from rnnbench.suites.results import ConformanceRun, judge, summary_phrase
+    from rnnbench.suites.results import ConformanceRun, summary_phrase
 
     name, label = impl.name, shown(impl.name, device)
     if reason.result():
@@ -350,7 +350,7 @@ def _conformance_stage(impl, device: str, reason: Future, writer: StageWriter, q
     if doc.interrupted:
         raise KeyboardInterrupt
     said = f"could not run: {doc.error}" if doc.error else tally(doc.summary)
-    if not doc.error and summary_phrase(judge(doc.results)) == "INCOMPLETE":
+    if not doc.error and summary_phrase(doc.verdicts) == "INCOMPLETE":
         said += "; incomplete: checks timed out or were cut"
     for number in range(len(groups)):
         progress.done(f"{label} {number + 1}/{len(groups)}")

@@ -5,8 +5,10 @@ What makes it fast (measured against torch.nn on CPU, see docs/performance.md):
 - the input projection of all time steps is one GEMM before the loop ("premul"), and outputs
   are written in place into that buffer, so the loop does one small GEMM per step;
 - the loop runs in C++ (`fused_kernels.cpp`): no per-step Python or dispatcher cost, at batch 1
-  a plain vectorised loop instead of a BLAS call, and a large batch split between threads,
-  each running the whole time loop on its rows (no synchronisation per step);
+  a plain vectorised loop instead of a BLAS call, and from a batch of 16 the work split between
+  threads: the hidden units (every thread's step product has every row of the batch, which
+  BLAS runs nearer its peak; the threads meet once per step), or, for an LSTM with a
+  projection, the batch rows (each thread runs the whole time loop on its rows);
 - weights are stored transposed (`_common.transposed_storage`), the layout every GEMM reads;
 - in float32, where torch links MKL, the recurrent weight is packed once per call into MKL's
   internal GEMM layout (cblas_sgemm_pack), which every step's product then reads without
@@ -16,9 +18,10 @@ What makes it fast (measured against torch.nn on CPU, see docs/performance.md):
 
 The kernel is built with torch.utils.cpp_extension on first use (about a minute) into torch's
 extension cache (TORCH_EXTENSIONS_DIR, default ~/.cache/torch_extensions) and reused after that,
-in a folder named by a digest of the source, the flags and torch's version, so that two
-checkouts with different kernels never share (or rebuild) one build. It is built for the
-building machine's CPU (-march=native): give machines with different CPUs different caches.
+in a folder named by a digest of the source, the flags, torch's version and the CPU (model and
+vector extensions: the build is for the building machine's CPU, -march=native), so that two
+checkouts with different kernels, or two machines with different CPUs sharing one cache, never
+share (or rebuild) one build.
 Without a C++ compiler or ninja the implementation is unavailable and says why.
 """
 from __future__ import annotations
@@ -35,6 +38,7 @@ from typing import Optional
 import torch
 from torch.autograd.function import once_differentiable
 
+from rnnbench.environment import cpu_flags, cpu_model
 from rnnbench.impls._common import Backend, State, Weights, module_classes, transposed_storage
 from rnnbench.impls.base import Implementation
 
@@ -84,7 +88,8 @@ def _build():
 
 def _build_directory(cpp_extension) -> Path:
     digest = hashlib.sha256(SOURCE.read_bytes())
-    digest.update(" ".join([*CFLAGS, *LDFLAGS, torch.__version__]).encode())
+    built_for = [*CFLAGS, *LDFLAGS, torch.__version__, cpu_model(), cpu_flags()]
+    digest.update(" ".join(built_for).encode())
     root = os.environ.get("TORCH_EXTENSIONS_DIR") or cpp_extension.get_default_build_root()
     return Path(root) / f"{EXTENSION_NAME}-{digest.hexdigest()[:16]}"
 

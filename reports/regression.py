@@ -63,7 +63,7 @@ UNJUDGED_POLICIES = ("fail", "inconclusive")
 # The exit code of a comparison that found nothing failing but could not judge everything.
 EXIT_INCONCLUSIVE = 3
 # Environment keys whose difference may move a timing (warned about), and ones worth a note.
-WARNED_KEYS = ("cpu", "gpu", "threads", "torch", "cuda")
+WARNED_KEYS = ("cpu", "cpu_flags", "gpu", "threads", "torch", "cuda")
 NOTED_KEYS = ("hostname", "rnnbench")
 RANK_TEST_NATIVE, RANK_TEST, IQR_RULE = "rank test against native", "rank test", "IQR rule"
 RULES = (RANK_TEST_NATIVE, RANK_TEST, IQR_RULE)

@@ -23,6 +23,28 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+# The vector extensions that decide which kernels a CPU runs (MKL's, oneDNN's, a -march=native
+# build's): a machine with AVX-512 and one with AVX2 only time the same code differently.
+VECTOR_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16",
+                "amx_tile", "sve", "asimd")
+
+
+def cpu_flags() -> str:
+    """The CPU's vector extensions among VECTOR_FLAGS, space-separated ("avx avx2 fma"), from
+    /proc/cpuinfo; torch's own capability string ("AVX2") where the OS does not list flags."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.split(":", 1)[0].strip() in ("flags", "Features"):
+                    present = set(line.split(":", 1)[1].split())
+                    return " ".join(flag for flag in VECTOR_FLAGS if flag in present)
+    except OSError:
+        pass
+    import torch
+
+    return torch.backends.cpu.get_cpu_capability().lower()
+
+
 def source_commit(root: Path = SOURCE_ROOT) -> str | None:
     """`git rev-parse HEAD` of the checkout at `root`; None when rnnbench is not running from
     a git checkout of its own (an installed wheel, no git, a folder inside another project)."""
@@ -57,6 +79,7 @@ def capture() -> dict:
         "cudnn": torch.backends.cudnn.version() if cuda else None,
         "gpu": torch.cuda.get_device_name(0) if cuda else None,
         "cpu": cpu_model(),
+        "cpu_flags": cpu_flags(),
         "cores": os.cpu_count(),
         "threads": torch.get_num_threads(),
         "platform": platform.platform(),

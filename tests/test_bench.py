@@ -411,6 +411,9 @@ def test_bench_exits_0_and_writes_the_document(workload_file, tmp_path, capsys):
     assert {r["impl"] for r in doc["results"]} == {"native", "eager"}  # native joins as baseline
     table = capsys.readouterr().out
     assert "tiny-rnn" in table and "vs native" in table and "GFLOP/s" in table
+    # The header names the CPU and its vector extensions, which decide the kernels timed.
+    env = doc["environment"]
+    assert env["cpu_flags"] and f"on {env['cpu']} ({env['cpu_flags']}; " in table
 
 
 def test_bench_exits_1_when_an_implementation_fails_and_keeps_the_others(workload_file, tmp_path):

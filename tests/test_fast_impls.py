@@ -145,6 +145,24 @@ def test_fused_batch_split_between_threads_matches_torch_nn(kind):
         torch.set_num_threads(threads)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("h0", [True, False])
+@pytest.mark.parametrize("kind, options", [("rnn", {}), ("rnn", {"nonlinearity": "relu"}),
+                                           ("lstm", {}), ("lstm", {"proj_size": 7}),
+                                           ("gru", {}), ("gru", {"bias": False})])
+def test_fused_hidden_units_split_between_threads_matches_torch_nn(kind, options, h0, dtype):
+    # 33 hidden units and a batch of 20 on two threads: the units are split (17 and 16), each
+    # thread's step product has every row of the batch; with a projection the batch is split.
+    impl = implementation("fused")
+    previous = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        row = (Config(kind, 6, 33, num_layers=2, bidirectional=True, **options), 20, 5, h0)
+        assert_matches_native(impl, row, dtype=dtype)
+    finally:
+        torch.set_num_threads(previous)
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("kind", ["rnn", "lstm", "gru"])
 def test_fused_float32_step_products_match_torch_nn(kind, threads):
@@ -367,3 +385,17 @@ def test_fused_builds_of_different_sources_use_different_folders(monkeypatch, tm
     other.write_text(fused.SOURCE.read_text() + "\n// changed\n")
     monkeypatch.setattr(fused, "SOURCE", other)
     assert first.parent == tmp_path and fused._build_directory(cpp_extension) != first
+
+
+def test_fused_builds_for_different_cpus_use_different_folders(monkeypatch, tmp_path):
+    # A -march=native build loaded on a CPU without its vector extensions dies of SIGILL: two
+    # machines sharing one extension cache must not share a build.
+    from torch.utils import cpp_extension
+
+    from rnnbench.impls import fused
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    monkeypatch.setattr(fused, "cpu_flags", lambda: "avx avx2 fma avx512f")
+    avx512 = fused._build_directory(cpp_extension)
+    monkeypatch.setattr(fused, "cpu_flags", lambda: "avx avx2 fma")
+    assert fused._build_directory(cpp_extension) != avx512

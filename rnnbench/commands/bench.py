@@ -191,8 +191,11 @@ def render(doc: dict) -> str:
     env = doc["environment"]
     peak, check = doc["peak_gflops"], doc.get("machine_check") or {}
     lines = busy_lines(check, doc["threads"])
-    lines.append(f"torch {env['torch']} on {env['gpu'] or env['cpu']} ({env['cores']} cores); "
-                 f"device {doc['device']}, {doc['threads']} thread{'s' * (doc['threads'] != 1)}")
+    # The CPU's vector extensions decide which kernels it runs (AVX-512 or AVX2 only).
+    flags = f"{env['cpu_flags']}; " if env.get("cpu_flags") and not env["gpu"] else ""
+    threads = doc["threads"]
+    lines.append(f"torch {env['torch']} on {env['gpu'] or env['cpu']} ({flags}{env['cores']} "
+                 f"cores); device {doc['device']}, {threads} thread{'s' * (threads != 1)}")
     lines += [_peak_line(peak, check), ""]
     results = [BenchResult.from_json(r) for r in doc["results"]]
     timed = [r for r in results if r.status in ("ok", "failed")]

@@ -12,7 +12,10 @@ Four signals, each judged against the machine's own numbers:
   Busy above STEAL_LIMIT.
 - **The GEMM peak's own spread** over several runs (`timing.gemm_peak`): busy when its IQR is
   more than PEAK_SPREAD_LIMIT of its median, since a matmul that cannot hold its speed for a
-  fraction of a second will not let anything else hold its speed either.
+  fraction of a second will not let anything else hold its speed either. A quiet shared VM's
+  own speed drifts too: on a 2-core AMD EPYC VM with nothing else running, 5 of 20 runs measured
+  spreads of 10-16%; such drift moves every implementation alike and cancels in the round-by-
+  round ratios (`rnnbench.benchmarks.statistics`), so only a larger spread means busy.
 - **The GEMM peak against the best seen** on the same processor (CPU model, or GPU) at the same
   thread count by earlier runs whose documents are in the same results folder
   (`best_earlier_peak`; each document carries the best it knew forward): busy below
@@ -37,7 +40,7 @@ from rnnbench.errors import UsageError
 WINDOW_S = 0.5
 OTHERS_LIMIT = 0.25
 STEAL_LIMIT = 0.05
-PEAK_SPREAD_LIMIT = 0.10
+PEAK_SPREAD_LIMIT = 0.20
 PEAK_DROP_LIMIT = 0.5
 WIDTH = 100
 PROC_STAT = "/proc/stat"

@@ -12,8 +12,15 @@ interval for the same number.
 - `verdict`: "faster" when the whole interval lies above 1, "slower" when below,
   "within_noise" when it contains 1.0 — such a ratio is never shown as a speed-up.
 - "not_judged": no claim either way, whatever the interval says, when the machine was busy
-  while timing (`rnnbench.benchmarks.machine`) or the samples of either side are bimodal
-  (`is_bimodal`: some calls ran at another speed, e.g. while a thread waited for a core).
+  while timing (`rnnbench.benchmarks.machine`) or the pair is bimodal (`is_bimodal`: some
+  calls ran at another speed, e.g. while a thread waited for a core). Where the two were timed
+  interleaved (`bench`: sample i of every implementation comes from round i) that is judged on
+  the round-by-round ratios: a change of the whole machine's speed, which on a shared VM moves
+  every implementation alike by 20-40% over seconds, makes each side's samples bimodal but not
+  their ratios; one side's speed changing and not the other's makes the ratios bimodal.
+  Otherwise (pytest-benchmark, asv) on the samples of either side. The interval stays the one
+  that resamples each side on its own: resampling the rounds together gave intervals too narrow
+  for an A/A test (3 false claims in 40 against at most 2).
 - `is_noisy`: the spread is large against the median, IQR / median > NOISY_IQR_FRACTION. Such a
   median may move by that much between two runs, whatever its interval says.
 """
@@ -80,9 +87,25 @@ def speedup(pairs: Sequence[tuple[BenchResult, BenchResult]], *, busy: bool = Fa
     ci = ratio_interval([(baseline.samples_s, result.samples_s) for baseline, result in pairs])
     if ci is None and len(pairs) == 1:
         ci = pairs[0][1].vs_native_ci
-    unjudged = busy or any(bimodal(r) or r.vs_native_verdict == NOT_JUDGED
+    unjudged = busy or any(bimodal_pair(*pair) or r.vs_native_verdict == NOT_JUDGED
                            for pair in pairs for r in pair)
     return Ratio(float(gmean(ratios)), ci, NOT_JUDGED if unjudged else verdict(ci))
+
+
+def interleaved(baseline: BenchResult, result: BenchResult) -> bool:
+    """Whether sample i of both was taken in the same round: both from a bench document (a
+    report's timings name their file's format; pytest-benchmark and asv time one benchmark at a
+    time) with as many samples each."""
+    formats = {getattr(getattr(r, "source", None), "format", "bench") for r in (baseline, result)}
+    return formats == {"bench"} and len(baseline.samples_s) == len(result.samples_s)
+
+
+def bimodal_pair(baseline: BenchResult, result: BenchResult) -> bool:
+    """Whether the speed of one side changed against the other's while timed: the round-by-round
+    ratios are bimodal where the samples are interleaved; otherwise either side's samples."""
+    if interleaved(baseline, result) and baseline.samples_s:
+        return is_bimodal([b / r for b, r in zip(baseline.samples_s, result.samples_s) if r > 0])
+    return bimodal(baseline) or bimodal(result)
 
 
 def ratio_interval(pairs: Sequence[tuple[Sequence[float], Sequence[float]]],

@@ -432,7 +432,8 @@ def _performance(results: Results) -> Section:
     blocks: list = [f"Speed-up is {BASELINE}'s median time divided by the implementation's in "
                     "the same run (> 1 is faster), with its 95% interval where the input has "
                     "one; an interval containing 1 is within noise, and none is judged from a "
-                    "busy machine or bimodal samples. Numbers that do not conform get no "
+                    "busy machine or where one side's speed changed against the other's between "
+                    "rounds (bimodal). Numbers that do not conform get no "
                     "speed-up. IQR is the spread of the repeats; % of peak is "
                     "against the machine's measured GEMM peak. Memory: rnnbench bench "
                     "measures the peak allocated during one call, asv the peak memory of the "
@@ -474,8 +475,8 @@ def _timing_notes(t: Timing) -> str:
         spread = (f" (IQR {t.iqr_s / t.median_s:.0%} of the median)"
                   if t.iqr_s is not None and t.median_s else "")
         notes.append("noisy" + spread)
-    if bimodal(t):
-        notes.append("bimodal samples: not judged")
+    if bimodal(t):  # a fact of the samples; whether the pair is judged is the ratio's column
+        notes.append("bimodal samples")
     if t.conforms is False:
         notes.append("NON-CONFORMING" + (f": {t.conformance_note}" if t.conformance_note else ""))
     elif t.conforms is None and t.conformance_note and t.status == "ok":

@@ -187,9 +187,8 @@ def speedup_chart(timings: list[Timing], named: Runs, layout: Layout = WIDE) -> 
             r = p.ratio
             y = (workloads.index(p.timing.workload)
                  + (shown.index(p.series) - (len(shown) - 1) / 2) * step)
-            if r.ci:
-                ax.errorbar([r.value], [y], xerr=[[r.value - r.ci[0]], [r.ci[1] - r.value]],
-                            color=p.colour, linewidth=1, capsize=2)
+            if r.ci:  # drawn where it lies: a percentile interval need not hold the median
+                ax.plot(r.ci, [y, y], "|-", color=p.colour, linewidth=1, markersize=4)
             ax.plot([r.value], [y], p.marker, color=p.colour, markersize=5,
                     markerfacecolor=p.colour if p.significant else "white")
         ax.axvline(1.0, color="black", linewidth=0.8)

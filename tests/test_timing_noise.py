@@ -112,7 +112,7 @@ def test_a_quiet_machine_is_not_busy():
     (Usage(OTHERS_LIMIT + 0.2, 0.0), PEAK, "other processes used 45% of 2 cores"),
     (Usage(0.0, STEAL_LIMIT + 0.05), PEAK, "the hypervisor stole 10% of CPU time"),
     (Usage(0.0, 0.0), {**PEAK, "iqr_gflops": 100.0 * (PEAK_SPREAD_LIMIT + 0.1)},
-     "GEMM peak spread 20% (IQR/median, 3 runs)"),
+     f"GEMM peak spread {PEAK_SPREAD_LIMIT + 0.1:.0%} (IQR/median, 3 runs)"),
 ])
 def test_each_signal_past_its_limit_makes_the_machine_busy_with_its_reason(usage, peak, reason):
     check = machine_check(peak, usage, cores=2)
@@ -202,6 +202,43 @@ def test_the_headline_is_the_geometric_mean_with_the_bootstrap_of_all_samples():
     assert ratio.value == pytest.approx(1.0, abs=0.02)      # twice and half
     assert ratio.ci == ratio_interval([(b.samples_s, r.samples_s) for b, r in pairs])
     assert ratio.ci[0] < 1.0 < ratio.ci[1] and ratio.verdict == "within_noise"
+
+
+def drifting(center, n=16, seed=0):
+    """Samples of rounds in which the whole machine runs fast for a while, then 1.5x slower
+    (a shared VM's host), with 2% jitter of their own."""
+    state = np.where(np.arange(n) % 8 < 4, 1.0, 1.5)
+    return list(center * state * (1 + 0.02 * np.random.default_rng(seed).standard_normal(n)))
+
+
+def test_a_drift_of_the_whole_machine_does_not_stop_a_judgement():
+    # Both sides slow down in the same rounds: each side alone is bimodal, but round by round
+    # the candidate is twice as fast, and that is judged from the interval of the samples.
+    base, candidate = drifting(2e-3), drifting(1e-3, seed=1)
+    assert is_bimodal(base) and is_bimodal(candidate)
+    ratio = speedup([(result("native", base), result("x", candidate))])
+    assert ratio.verdict == "faster" and ratio.ci == ratio_interval([(base, candidate)])
+
+
+def test_one_side_slowing_down_in_some_rounds_is_not_judged():
+    # The baseline's threads waited for a core in some rounds (contention), the candidate's not.
+    steady = jittered(1e-3, n=16)
+    base = [t * (3 if i % 4 == 0 else 1) for i, t in enumerate(jittered(1.2e-3, n=16, seed=1))]
+    assert speedup([(result("native", base), result("x", steady))]).verdict == "not_judged"
+
+
+def test_samples_not_taken_in_rounds_are_judged_on_each_side():
+    from rnnbench.benchmarks.statistics import interleaved
+    from rnnbench.reports.records import Source, Timing
+
+    base, candidate = drifting(1.2e-3), drifting(1e-3, seed=1)
+    source = Source("results.json", "pytest-benchmark", "machine")
+    timings = [Timing(impl=impl, workload="w", metric="forward", status="ok",
+                      median_s=float(np.median(samples)), samples_s=samples, conforms=True,
+                      source=source) for impl, samples in (("native", base), ("x", candidate))]
+    assert not interleaved(*timings)
+    assert speedup([tuple(timings)]).verdict == "not_judged"      # each side is bimodal
+    assert not interleaved(result("native", base), result("x", candidate[:-1]))
 
 
 def test_without_samples_one_result_keeps_its_stated_interval_and_several_have_none():

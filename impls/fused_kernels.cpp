@@ -290,7 +290,10 @@ void run_shares(int64_t batch, int64_t hidden, bool units_allowed, const Prepare
     prepare(whole)();
     return;
   }
-  const bool by_units = units_allowed && hidden >= 2 * kMinUnitsPerThread;
+  // A loop that threw would leave the other threads waiting at its barrier. The loops call
+  // nothing that throws but ATen's mm, the fallback where torch links no BLAS: only with BLAS
+  // are the units split.
+  const bool by_units = units_allowed && hidden >= 2 * kMinUnitsPerThread && sgemm_ && dgemm_;
   const int64_t total = by_units ? hidden : batch;
   const int64_t parts =
       std::min(threads, total / (by_units ? kMinUnitsPerThread : kMinRowsPerThread));
@@ -319,7 +322,7 @@ void run_shares(int64_t batch, int64_t hidden, bool units_allowed, const Prepare
 #pragma omp barrier
     if (!failed) {
       try {
-        loop();  // where the units are split, a loop that throws leaves the others waiting
+        loop();
       } catch (...) {
 #pragma omp critical
         if (!error) error = std::current_exception();

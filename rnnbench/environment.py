@@ -11,16 +11,24 @@ from pathlib import Path
 SOURCE_ROOT = Path(__file__).resolve().parents[1]
 
 
-def cpu_model() -> str:
-    """The CPU's marketing name where the OS tells it, else the platform's processor string."""
+def _cpuinfo(*fields: str) -> str | None:
+    """The value of the first /proc/cpuinfo line naming one of `fields`; None where there is
+    none (no such line, or no /proc/cpuinfo)."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+                name, _, value = line.partition(":")
+                if name.strip() in fields:
+                    return value.strip()
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return None
+
+
+def cpu_model() -> str:
+    """The CPU's marketing name where the OS tells it, else the platform's processor string."""
+    model = _cpuinfo("model name")
+    return model if model is not None else platform.processor() or platform.machine()
 
 
 # The vector extensions that decide which kernels a CPU runs (MKL's, oneDNN's, a -march=native
@@ -32,14 +40,10 @@ VECTOR_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx
 def cpu_flags() -> str:
     """The CPU's vector extensions among VECTOR_FLAGS, space-separated ("avx avx2 fma"), from
     /proc/cpuinfo; torch's own capability string ("AVX2") where the OS does not list flags."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.split(":", 1)[0].strip() in ("flags", "Features"):
-                    present = set(line.split(":", 1)[1].split())
-                    return " ".join(flag for flag in VECTOR_FLAGS if flag in present)
-    except OSError:
-        pass
+    listed = _cpuinfo("flags", "Features")
+    if listed is not None:
+        present = set(listed.split())
+        return " ".join(flag for flag in VECTOR_FLAGS if flag in present)
     import torch
 
     return torch.backends.cpu.get_cpu_capability().lower()

@@ -16,7 +16,7 @@ What makes it fast (measured against torch.nn on CPU, see docs/performance.md):
 - backward is hand-written (a custom autograd.Function): one small GEMM per step, then the
   weight, bias and input gradients each as one GEMM over all time steps.
 
-The kernel is built with torch.utils.cpp_extension on first use (about a minute) into torch's
+The kernel is built with torch.utils.cpp_extension on first use (half a minute) into torch's
 extension cache (TORCH_EXTENSIONS_DIR, default ~/.cache/torch_extensions) and reused after that,
 in a folder named by a digest of the source, the flags, torch's version and the CPU (model and
 vector extensions: the build is for the building machine's CPU, -march=native), so that two

@@ -140,7 +140,12 @@ class CompiledBackend(Backend):
             # as a leaf that asks for one, so grad mode has one graph per configuration.
             state = [s if s.requires_grad else s.detach().requires_grad_() for s in state]
         # In processing order: the reverse direction starts at the last step.
-        inputs = _loop.project_input(family, x, w_ih, b_ih, b_hh).unbind(0)[::-1 if reverse else 1]
+        # The steps' inputs are views of one (steps * batch, gates) product whatever the input
+        # (batch-first or not, biases or none): torch.compile guards on how a view lies in its
+        # base, and each layout was a graph of its own.
+        steps, batch = x.shape[:2]
+        gx = _loop.project_input(family, x.reshape(steps * batch, -1), w_ih, b_ih, b_hh)
+        inputs = gx.view(steps, batch, -1).unbind(0)[::-1 if reverse else 1]
         outputs, position = [], 0
         with _dynamo_settings():
             for size in chunks(len(inputs)):

@@ -18,6 +18,10 @@ from rnnbench.suites.runner import configured, plan, require_available, run_item
 
 def main(options: dict, send) -> int:
     kinds = options["kinds"]
+    if options.get("threads"):
+        import torch
+
+        torch.set_num_threads(options["threads"])
     if options.get("calibrate"):
         from rnnbench.suites.native_times import calibrate
 

@@ -62,7 +62,7 @@ def conform(target: str, kinds=None, device: str = "cpu", quick: bool = False, s
             budget_s: float | None = DEFAULT_BUDGET_S, fuzz: int | None = None,
             case: str | None = None, known_failures: dict | None = None, unsupported=(),
             require: str = "drop-in", memory_limit: int | None = default_memory_limit(),
-            stop: threading.Event | None = None) -> ConformanceRun:
+            stop: threading.Event | None = None, threads: int | None = None) -> ConformanceRun:
     """Run the checks of `target` isolated; its `ConformanceRun` document.
 
     `checks` selects checks by pattern, `fuzz` searches that many drawn cases per kind, `case`
@@ -71,7 +71,8 @@ def conform(target: str, kinds=None, device: str = "cpu", quick: bool = False, s
     -> reason) turns their results into xfail/xpass; `unsupported` names features the target
     does not support (declared: not held against it); `require` is the level whose verdict
     the document's exit code follows; `budget_s` bounds the run (None: unbounded);
-    `memory_limit` bounds each child's memory in bytes (None: unbounded).
+    `memory_limit` bounds each child's memory in bytes (None: unbounded); `threads` sets
+    torch's thread count in each child (None: torch's default), recorded in its environment.
     UsageError when the target cannot be loaded, a kind or the device is wrong. Interrupted
     (KeyboardInterrupt, or `stop` set by another thread), the document has the results so far
     and `interrupted` set.
@@ -82,7 +83,7 @@ def conform(target: str, kinds=None, device: str = "cpu", quick: bool = False, s
     options = {"target": target, "kinds": list(kinds or []), "device": device, "quick": quick,
                "seed": seed, "checks": checks, "param_map": param_map or {}, "fuzz": fuzz,
                "case": case, "known_failures": known_failures or {},
-               "unsupported": sorted(unsupported)}
+               "unsupported": sorted(unsupported), "threads": threads}
     run = _Run(options, timeout_s, budget_s, progress, memory_limit=memory_limit, stop=stop)
     try:
         run.until_done()

@@ -1,6 +1,6 @@
 """A conformance child is bounded whatever the implementation does: memory, output, processes
-(its own, what it forks, and the command's own end on SIGTERM), and time limits that follow
-the machine's speed."""
+(its own, what it forks, and the command's own end on SIGTERM), time limits that follow the
+machine's speed, and torch's threads where the caller shares the cores out."""
 from __future__ import annotations
 
 import json
@@ -49,6 +49,12 @@ def descendants(pid: int) -> list[int]:
 
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+
+
+def test_a_child_runs_torch_on_the_threads_it_is_given_and_records_them():
+    doc = conform("native", kinds=["rnn"], checks="forward/single-layer", threads=3)
+    assert [result.outcome for result in doc.results] == ["passed"]
+    assert doc.environment["threads"] == 3
 
 
 def test_a_check_that_allocates_past_the_memory_limit_is_an_error_that_names_the_limit():

@@ -13,7 +13,7 @@ import pytest
 
 from rnnbench.cli import main
 from rnnbench.impls import load
-from rnnbench.commands.run import SPLIT, kind_groups, speedup_table
+from rnnbench.commands.run import SPLIT, WORKERS, kind_groups, speedup_table
 from rnnbench.reference.kinds import KINDS
 from rnnbench.suites.results import ConformanceRun
 
@@ -60,9 +60,10 @@ def stages(monkeypatch):
             "finished_when_waited": [], "conformed": [], "benched": [], "failing": set()}
     lock = threading.Lock()
 
-    def conform(target, quick=False, progress=None, kinds=None, device="cpu", **_):
+    def conform(target, quick=False, progress=None, kinds=None, device="cpu", threads=None, **_):
         with lock:
             seen["quick"].append(quick)
+            seen.setdefault("threads", []).append(threads)
             seen["conformed"].append((target, device))
             seen.setdefault("kinds", {}).setdefault(target, []).append(kinds)
             seen["running"] += 1
@@ -116,6 +117,21 @@ def test_conformance_runs_two_at_a_time_and_is_done_before_anything_is_timed(tmp
     children = sum(len(kind_groups(impl.kinds, name in SPLIT))
                    for name, impl in available_builtins().items())
     assert stages["finished_when_waited"] == [children]
+
+
+def test_compile_starts_first_and_fused_last_once_its_build_is_done(tmp_path, stages):
+    main(["run", "--out", str(tmp_path)])
+    started = [target for target, _ in stages["conformed"]]
+    assert started[:WORKERS] == ["compile"] * WORKERS
+    if "fused" in available_builtins():     # among the last children at work
+        assert "fused" in started[-WORKERS:]
+
+
+def test_each_conformance_child_runs_torch_on_its_share_of_the_threads(tmp_path, stages):
+    import torch
+
+    main(["run", "--out", str(tmp_path)])
+    assert set(stages["threads"]) == {max(1, torch.get_num_threads() // WORKERS)}
 
 
 def test_compile_is_checked_in_two_halves_by_kind_and_the_rest_in_one_child(tmp_path, stages):

@@ -53,16 +53,23 @@ HOST = "cpu"     # every run checks and times here
 GPU = "cuda"     # and here too, where torch sees a device
 WIDTH = 100     # the summary fits in this many columns
 # Conformance children at a time: one per core of the 2-core machines this is sized for; each
-# child is a single busy thread most of the time.
+# child is a single busy thread most of the time, and runs torch on its share of the cores
+# (child_threads): two children, the benchmark stage's preparation and fused's build sharing
+# 2 cores with torch's default of a thread per core cost each child twice the CPU time
+# (OpenMP threads spinning while they wait for a core).
 WORKERS = 2
-# compile's kinds are checked by two children at once, one per group, and before the others,
-# so that the one slow implementation keeps both cores busy from the start: it builds a graph
-# per configuration, dtype and grad mode, and with empty caches its gru checks take about as
-# long as its rnn and lstm checks together (its cells run eagerly and cost little). Kinds in no
-# group join the last. Every other built-in is one child: a child's start (torch's import, the
+# The order the conformance children start in (the others between these, in the registry's
+# order). compile first, its kinds checked by two children at once, one per group, so that the
+# one slow implementation keeps both cores busy from the start: it builds a graph per
+# configuration, dtype and grad mode, and with empty caches its gru checks take about as long as
+# its rnn and lstm checks together (its cells run eagerly and cost little). Kinds in no group
+# join the last. Every other built-in is one child: a child's start (torch's import, the
 # calibration) costs about 3 CPU-seconds, as much as a fast implementation's half of the checks.
-KIND_GROUPS = (("rnn", "lstm"), ("rnn_cell", "lstm_cell", "gru_cell", "gru"))
+# fused last: it is available only once its C++ build is done, which runs beside the others'
+# checks.
 SPLIT = ("compile",)
+LAST = ("fused",)
+KIND_GROUPS = (("rnn", "lstm"), ("rnn_cell", "lstm_cell", "gru_cell", "gru"))
 HEARTBEAT_S = 20    # in a log, the longest silence (checked every HEARTBEAT_POLL_S)
 HEARTBEAT_POLL_S = 5
 STOP_WAIT_S = 30    # interrupted: how long the conformance stages get to write what they have
@@ -151,17 +158,22 @@ def _stages(stages: Plan, quick: bool, writer: StageWriter, progress: StageProgr
 
     builtins = {impl.name: impl for impl in stages.devices[HOST]}
     stop = threading.Event()
-    slots = threading.Semaphore(WORKERS)
     finding_out = ThreadPoolExecutor(max_workers=len(builtins))
+    # The children, WORKERS at a time, in the order their groups are queued here.
+    children = ThreadPoolExecutor(max_workers=WORKERS)
     checking = ThreadPoolExecutor(max_workers=sum(map(len, stages.devices.values())))
     conformance: dict[tuple[str, str], Future] = {}
     try:
         reasons = {name: finding_out.submit(impl.unavailable_reason) for name, impl in builtins.items()}
-        conformance = {(impl.name, device): checking.submit(
-                           _conformance_stage, impl, device, reasons[impl.name], writer, quick,
-                           progress, stop, slots)
-                       for device, planned in stages.devices.items()
-                       for impl in sorted(planned, key=lambda impl: impl.name not in SPLIT)}
+        for device, planned in stages.devices.items():
+            for impl in queue_order(planned):
+                groups = kind_groups(impl.kinds, split=impl.name in SPLIT)
+                queued = [children.submit(_conformance_group, impl.name, device, kinds,
+                                          f"{number}/{len(groups)}", quick, reasons[impl.name],
+                                          stop, progress)
+                          for number, kinds in enumerate(groups, 1)]
+                conformance[impl.name, device] = checking.submit(
+                    _conformance_stage, impl, device, queued, writer, progress)
         skipped = {name: reason for name, future in reasons.items() if (reason := future.result())}
         # One device's timings after the other's, each once conformance is done, so that
         # nothing else runs while anything is timed.
@@ -175,9 +187,15 @@ def _stages(stages: Plan, quick: bool, writer: StageWriter, progress: StageProgr
         end_descendants()   # what else this run started: fused's build, its compilers
         raise
     finally:
-        finding_out.shutdown(cancel_futures=True)
-        checking.shutdown(cancel_futures=True)
+        for pool in (finding_out, children, checking):
+            pool.shutdown(cancel_futures=True)
     return docs, skipped, benches
+
+
+def queue_order(impls: list) -> list:
+    """The order in which the implementations' conformance children are queued: SPLIT's first,
+    LAST's last, the others between them as given."""
+    return sorted(impls, key=lambda impl: (impl.name not in SPLIT) + 2 * (impl.name in LAST))
 
 
 @dataclass(frozen=True)
@@ -325,26 +343,17 @@ def kind_groups(kinds, split: bool = True) -> list[list[str]]:
     return [group for group in grouped if group]
 
 
-def _conformance_stage(impl, device: str, reason: Future, writer: StageWriter, quick: bool,
-                       progress: StageProgress, stop: threading.Event,
-                       slots: threading.Semaphore):
-    """The `ConformanceRun` of one built-in on `device`, its kind groups checked at once,
-    written as `conformance-<impl>.json` (`-cuda` on the GPU); None when it is unavailable."""
+def _conformance_stage(impl, device: str, groups: list[Future], writer: StageWriter,
+                       progress: StageProgress):
+    """The `ConformanceRun` of one built-in on `device` from its kind groups' documents (None
+    when it is unavailable), written as `conformance-<impl>.json` (`-cuda` on the GPU)."""
     from rnnbench.reference.kinds import KINDS
     from rnnbench.suites.results import ConformanceRun, summary_phrase
 
     name, label = impl.name, shown(impl.name, device)
-    if reason.result():
+    docs = [future.result() for future in groups]
+    if any(doc is None for doc in docs):
         return None
-    started = time.perf_counter()
-    if not progress.live:     # a terminal gets a live counter instead
-        progress.print(f"conformance {label} ...")
-    groups = kind_groups(impl.kinds, split=name in SPLIT)
-    with ThreadPoolExecutor(max_workers=len(groups)) as pool:
-        docs = list(pool.map(lambda numbered: _conformance_group(
-            name, device, numbered[1], quick,
-            progress.counter(f"{label} {numbered[0] + 1}/{len(groups)}"), stop, slots),
-            enumerate(groups)))
     doc = ConformanceRun.merged(docs, list(KINDS))
     writer.write(results_file(f"conformance-{name}", device), doc.to_json())
     if doc.interrupted:
@@ -354,35 +363,49 @@ def _conformance_stage(impl, device: str, reason: Future, writer: StageWriter, q
         said += "; incomplete: checks timed out or were cut"
     for number in range(len(groups)):
         progress.done(f"{label} {number + 1}/{len(groups)}")
-    progress.print(f"conformance {label}: {said or 'no checks ran'} "
-                   f"({time.perf_counter() - started:.1f} s)")
+    progress.print(f"conformance {label}: {said or 'no checks ran'} ({doc.duration_s:.1f} s)")
     return doc
 
 
-def _conformance_group(name: str, device: str, kinds: list[str], quick: bool, counter,
-                       stop: threading.Event, slots: threading.Semaphore):
-    """One child's `ConformanceRun`: `kinds` of `name` on `device`, once a slot is free."""
+def child_threads() -> int:
+    """Torch's threads in each conformance child: this process's share of them for each of
+    the WORKERS children at work."""
+    import torch
+
+    return max(1, torch.get_num_threads() // WORKERS)
+
+
+def _conformance_group(name: str, device: str, kinds: list[str], group: str, quick: bool,
+                       reason: Future, stop: threading.Event, progress: StageProgress):
+    """One child's `ConformanceRun`: `kinds` of `name` on `device`, its `group` ("1/2") of the
+    implementation's kinds; None when `name` is unavailable (`reason`)."""
     from rnnbench.environment import capture
     from rnnbench.suites import ConformanceRun, conform
 
-    def report(result, done: int, total: int) -> None:
-        counter(done, total, f"{shown(name, device)} {result.check}")
+    label = shown(name, device)
+    counter = progress.counter(f"{label} {group}")
 
+    def report(result, done: int, total: int) -> None:
+        counter(done, total, f"{label} {result.check}")
+
+    if reason.result():
+        return None
     unchecked = ConformanceRun(target=name, device=device, environment=capture(), kinds=kinds,
                                quick=quick)
-    with slots:
-        if stop.is_set():
-            return dataclasses.replace(unchecked, interrupted=True)
-        try:
-            # No run budget: the built-ins are ours, and compile's first run builds its graphs
-            # for minutes; a budget bounds implementations that misbehave. `stop` ends the
-            # child at once, and conform() returns what it has, marked interrupted.
-            return conform(name, kinds=kinds, device=device, quick=quick, progress=report,
-                           budget_s=None, stop=stop)
-        except UsageError as exc:
-            # A built-in that cannot even be checked must not cost the other stages their
-            # results: the document says so (`error`), the report shows it and the run exits 1.
-            return dataclasses.replace(unchecked, error=str(exc))
+    if stop.is_set():
+        return dataclasses.replace(unchecked, interrupted=True)
+    if not progress.live and group.startswith("1/"):    # a terminal gets a live counter instead
+        progress.print(f"conformance {label} ...")
+    try:
+        # No run budget: the built-ins are ours, and compile's first run builds its graphs
+        # for minutes; a budget bounds implementations that misbehave. `stop` ends the
+        # child at once, and conform() returns what it has, marked interrupted.
+        return conform(name, kinds=kinds, device=device, quick=quick, progress=report,
+                       budget_s=None, stop=stop, threads=child_threads())
+    except UsageError as exc:
+        # A built-in that cannot even be checked must not cost the other stages their
+        # results: the document says so (`error`), the report shows it and the run exits 1.
+        return dataclasses.replace(unchecked, error=str(exc))
 
 
 def _bench_stage(impls: list, device: str, writer: StageWriter, progress: StageProgress,

@@ -8,7 +8,8 @@ The device axis is "cpu", plus "cuda" on machines that have one (asv keeps resul
 Threads are pinned in `setup`: RNNBENCH_THREADS when the environment sets it
 (`RNNBENCH_THREADS=1 asv run ...`; anything but a positive integer stops the suite at import),
 else the workload's own count, else all cores. Every benchmark's asv version is
-"rnnbench <version>; suite <hash of this file>": asv compares results of one version only, and
+"rnnbench <version>; suite <hash of this file and the preset's>": asv compares results of one
+version only (a workload whose sizes change starts a new history), and
 `rnnbench report` reads rnnbench's version there.
 
     time_<metric>       seconds per call (asv's own warm-up, repeats and statistics; under
@@ -41,7 +42,7 @@ from rnnbench.benchmarks.harness import skip_reason
 from rnnbench.benchmarks.tasks import build_task
 from rnnbench.benchmarks.timing import (RepeatPolicy, measure, measure_interleaved, sample_summary,
                                         synchronizer, warm_up)
-from rnnbench.benchmarks.workloads import load_workloads
+from rnnbench.benchmarks.workloads import PRESET_DIR, load_workloads
 from rnnbench.impls import registered
 
 PRESET = "quick"
@@ -52,8 +53,10 @@ IMPLS = registered()
 WORKLOADS = {w.name: w for w in load_workloads(PRESET)}
 TRACK_POLICY = RepeatPolicy(min_repeats=5, budget_s=0.2)
 THREADS_VARIABLE = "RNNBENCH_THREADS"
-SUITE_VERSION = (f"rnnbench {rnnbench.__version__}; "
-                 f"suite {hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]}")
+PRESET_FILE = PRESET_DIR / f"{PRESET}.json"
+SUITE_VERSION = (f"rnnbench {rnnbench.__version__}; suite "
+                 + hashlib.sha256(Path(__file__).read_bytes() + PRESET_FILE.read_bytes())
+                 .hexdigest()[:12])
 
 
 def threads_setting(environ=os.environ) -> int | None:

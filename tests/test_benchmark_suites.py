@@ -99,6 +99,17 @@ def asv_results(root: Path, impls: list[str], workload: str, values: list[float]
     return root
 
 
+def test_the_asv_version_changes_with_the_suite_and_with_its_presets_workloads():
+    import hashlib
+
+    import rnnbench
+    from rnnbench.benchmarks import asv_rnn
+
+    digest = hashlib.sha256(Path(asv_rnn.__file__).read_bytes()
+                            + (asv_rnn.PRESET_DIR / f"{asv_rnn.PRESET}.json").read_bytes())
+    assert asv_rnn.SUITE_VERSION == f"rnnbench {rnnbench.__version__}; suite {digest.hexdigest()[:12]}"
+
+
 def test_asv_results_say_not_selected_not_supported_and_the_version(tmp_path):
     from rnnbench.benchmarks.workloads import load_workloads
     from rnnbench.reports.load import load_inputs

@@ -42,7 +42,7 @@ from rnnbench.benchmarks.harness import skip_reason
 from rnnbench.benchmarks.tasks import build_task
 from rnnbench.benchmarks.timing import (RepeatPolicy, measure, measure_interleaved, sample_summary,
                                         synchronizer, warm_up)
-from rnnbench.benchmarks.workloads import PRESET_DIR, load_workloads
+from rnnbench.benchmarks.workloads import load_workloads, preset_path
 from rnnbench.impls import registered
 
 PRESET = "quick"
@@ -53,9 +53,8 @@ IMPLS = registered()
 WORKLOADS = {w.name: w for w in load_workloads(PRESET)}
 TRACK_POLICY = RepeatPolicy(min_repeats=5, budget_s=0.2)
 THREADS_VARIABLE = "RNNBENCH_THREADS"
-PRESET_FILE = PRESET_DIR / f"{PRESET}.json"
 SUITE_VERSION = (f"rnnbench {rnnbench.__version__}; suite "
-                 + hashlib.sha256(Path(__file__).read_bytes() + PRESET_FILE.read_bytes())
+                 + hashlib.sha256(Path(__file__).read_bytes() + preset_path(PRESET).read_bytes())
                  .hexdigest()[:12])
 
 

@@ -222,6 +222,11 @@ def preset_names() -> list[str]:
     return sorted(p.stem for p in PRESET_DIR.glob("*.json"))
 
 
+def preset_path(name: str) -> Path:
+    """The file of the shipped preset `name`."""
+    return PRESET_DIR / f"{name}.json"
+
+
 def load_workloads(preset: str | None = None, path: str | None = None) -> list[Workload]:
     """The workloads of a named preset, or of a user's workload file (exactly one of the two).
 
@@ -232,7 +237,7 @@ def load_workloads(preset: str | None = None, path: str | None = None) -> list[W
     if preset is not None:
         if preset not in preset_names():
             raise UsageError(f"unknown preset {preset!r} (known: {', '.join(preset_names())})")
-        path = PRESET_DIR / f"{preset}.json"
+        path = preset_path(preset)
     return _read_file(Path(path))
 
 

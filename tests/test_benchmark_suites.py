@@ -104,9 +104,10 @@ def test_the_asv_version_changes_with_the_suite_and_with_its_presets_workloads()
 
     import rnnbench
     from rnnbench.benchmarks import asv_rnn
+    from rnnbench.benchmarks.workloads import PRESET_DIR
 
     digest = hashlib.sha256(Path(asv_rnn.__file__).read_bytes()
-                            + (asv_rnn.PRESET_DIR / f"{asv_rnn.PRESET}.json").read_bytes())
+                            + (PRESET_DIR / f"{asv_rnn.PRESET}.json").read_bytes())
     assert asv_rnn.SUITE_VERSION == f"rnnbench {rnnbench.__version__}; suite {digest.hexdigest()[:12]}"
 
 

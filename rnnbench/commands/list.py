@@ -70,7 +70,7 @@ def describe(impl) -> dict:
 
 
 def presets(args=None) -> list[dict]:
-    from rnnbench.benchmarks.workloads import PRESET_DIR, load_workloads, preset_names
+    from rnnbench.benchmarks.workloads import load_workloads, preset_names, preset_path
     from rnnbench.documents import read_json
 
     found = []
@@ -78,7 +78,7 @@ def presets(args=None) -> list[dict]:
         loaded = load_workloads(preset=name)
         found.append({"name": name, "workloads": len(loaded),
                       "kinds": list(dict.fromkeys(w.kind for w in loaded)),
-                      "description": read_json(PRESET_DIR / f"{name}.json").get("description", "")})
+                      "description": read_json(preset_path(name)).get("description", "")})
     return found
 
 

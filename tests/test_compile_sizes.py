@@ -1,6 +1,8 @@
 """compile builds a configuration's graphs once for every batch and hidden size and for every
 input layout: a workload pre-checked at a small batch and timed at its own, or conformance cases
-of many sizes, seq-first or batch-first, with biases or without, do not compile again."""
+of many sizes (a batch of one and unbatched input included), seq-first or batch-first, with
+biases or without, do not compile again."""
+import pytest
 import torch
 
 from rnnbench.impls import load
@@ -46,19 +48,53 @@ def test_compile_shares_one_graph_between_seq_first_and_batch_first_inputs_and_t
     assert counters["stats"]["unique_graphs"] == compiled > 0
 
 
-def test_compile_shares_one_rnn_graph_with_biases_and_without():
+def _agree(module, native, x, state, steps) -> bool:
+    """Whether `module` and `native` agree on the output and the gradients of x, the initial
+    state and every parameter, for one random output gradient."""
+    grad = torch.randn(x.shape[:-1] + (native.hidden_size,))
+    results = []
+    for rnn in (module, native):
+        output = rnn(x, state)[0]
+        leaves = [x, *(state if isinstance(state, tuple) else (state,)), *rnn.parameters()]
+        results.append([output.detach(), *torch.autograd.grad(output, leaves, grad)])
+    return all(tolerance("float32", steps).excess(a, b) <= 1 for a, b in zip(*results))
+
+
+@pytest.mark.parametrize("kind", ["rnn", "gru"])
+def test_compile_shares_one_graph_with_biases_and_without_gradients_included(kind):
     from torch._dynamo.utils import counters
 
     from rnnbench.impls.compile import CHUNK_SIZES
 
     steps = min(CHUNK_SIZES)
-    constructor = load("compile").constructor("rnn")
-    with torch.no_grad():
-        constructor(3, 5)(torch.randn(steps, 2, 3))
-        compiled = counters["stats"]["unique_graphs"]
-        native = torch.nn.RNN(3, 5, bias=False)
-        module = constructor(3, 5, bias=False)
-        module.load_state_dict(native.state_dict())
-        x = torch.randn(steps, 2, 3)
-        assert tolerance("float32", steps).excess(module(x)[0], native(x)[0]) <= 1
+    constructor = load("compile").constructor(kind)
+    constructor(3, 5)(torch.randn(steps, 2, 3))[0].sum().backward()
+    compiled = counters["stats"]["unique_graphs"]
+    native = getattr(torch.nn, kind.upper())(3, 5, bias=False)
+    module = constructor(3, 5, bias=False)
+    module.load_state_dict(native.state_dict())
+    x, h0 = torch.randn(steps, 2, 3, requires_grad=True), torch.randn(1, 2, 5, requires_grad=True)
+    assert _agree(module, native, x, h0, steps)
+    assert counters["stats"]["unique_graphs"] == compiled > 0
+
+
+def test_compile_runs_a_batch_of_one_and_unbatched_input_on_the_graph_of_larger_batches():
+    from torch._dynamo.utils import counters
+
+    from rnnbench.impls.compile import CHUNK_SIZES
+
+    steps = min(CHUNK_SIZES)
+    constructor = load("compile").constructor("lstm")
+    constructor(3, 5)(torch.randn(steps, 2, 3))[0].sum().backward()
+    compiled = counters["stats"]["unique_graphs"]
+    native = torch.nn.LSTM(3, 5)
+    module = constructor(3, 5)
+    module.load_state_dict(native.state_dict())
+    for batch in ((1,), ()):  # a batch of one, and unbatched input
+        x = torch.randn(steps, *batch, 3, requires_grad=True)
+        state = tuple(torch.randn(1, *batch, 5, requires_grad=True) for _ in range(2))
+        output, (h_n, c_n) = module(x, state)
+        assert output.shape == (steps, *batch, 5) and output.is_contiguous()
+        assert h_n.shape == c_n.shape == (1, *batch, 5)
+        assert _agree(module, native, x, state, steps)
     assert counters["stats"]["unique_graphs"] == compiled > 0

@@ -26,8 +26,9 @@ The gate passes nothing it cannot judge. A result that ran in BASE and failed in
 such results inconclusive (`Gate.unjudged`), a result it cannot judge: one whose numbers in HEAD
 do not conform ("non-conforming", however fast), one that BASE has and HEAD lacks ("missing",
 a truncated run; unless missing results are allowed), one BASE timed that HEAD could not
-("not comparable": unavailable or not supported now) and one that a run holds twice
-("duplicate"). A timing from a busy machine, or with bimodal samples on either side, is "not
+("not comparable": unavailable or not supported now), one whose workload has other sizes in
+HEAD than in BASE ("other sizes": a workload redefined under its old name, which no timing can
+be compared across) and one that a run holds twice ("duplicate"). A timing from a busy machine, or with bimodal samples on either side, is "not
 judged": the comparison is then inconclusive (EXIT_INCONCLUSIVE) unless something failed.
 """
 from __future__ import annotations
@@ -52,12 +53,12 @@ DEFAULT_ALPHA = 0.01
 # Fewer samples a side and no one-sided rank test can reach p < 0.01 (3 a side: 0.05 at best).
 MIN_SAMPLES = 5
 # Verdicts, in the order the summary lists them.
-VERDICTS = ("regression", "failed", "non-conforming", "missing", "not comparable", "duplicate",
-            "not judged", "improvement", "below threshold", "within noise", "now timed",
+VERDICTS = ("regression", "failed", "non-conforming", "missing", "not comparable", "other sizes",
+            "duplicate", "not judged", "improvement", "below threshold", "within noise", "now timed",
             "not timed", "new")
 # What always fails the gate, and what fails it unless it is told to call it inconclusive.
 FAILING = ("regression", "failed")
-UNJUDGEABLE = ("non-conforming", "missing", "not comparable", "duplicate")
+UNJUDGEABLE = ("non-conforming", "missing", "not comparable", "other sizes", "duplicate")
 NOT_JUDGED = "not judged"
 UNJUDGED_POLICIES = ("fail", "inconclusive")
 # The exit code of a comparison that found nothing failing but could not judge everything.
@@ -85,6 +86,7 @@ class Change:
     rule: str | None = None          # one of RULES, for two timed results
     p_value: float | None = None     # the rank test's, in the direction of the change
     noise: float | None = None       # the IQR rule's spread, relative to the base median
+    sizes: str | None = None         # how the workload's sizes differ, e.g. "steps 20 -> 12"
 
 
 @dataclass(frozen=True)
@@ -237,6 +239,10 @@ def format_changes(changes: list[Change], gate: Gate = Gate()) -> str:
         lines += _wrapped(f"{moved} not judged: {BASELINE} itself changed between the runs (the "
                           "machine's speed, or torch), so a change measured against it is none "
                           "the gate can tell from the machine's")
+    if counts["other sizes"]:
+        lines += _wrapped(f"{counts['other sizes']} not compared: the workload of that name has "
+                          "other sizes in HEAD than in BASE, so their times measure different "
+                          "work (a redefined workload needs a new name to start a new history)")
     failing = ", ".join(f"{counts[v]} {v}" for v in gate.gating() if counts[v])
     unsure = ", ".join(f"{counts[v]} {v}" for v in gate.inconclusive() if counts[v])
     if failing:
@@ -285,6 +291,8 @@ def _judge(key: tuple, base: Timing, head: Timing, gate: Gate, base_samples, hea
     head_ok = head.status == "ok" and head.median_s is not None
     if head.status == "failed":
         return Change(key, base, head, "failed")
+    if differing := sizes_changed(base, head):
+        return Change(key, base, head, "other sizes", sizes=differing)
     if not (base_ok and head_ok):
         # Timed before, not now (unavailable or not supported here): nothing to judge.
         verdict = "not comparable" if base_ok else "now timed" if head_ok else "not timed"
@@ -305,6 +313,13 @@ def _judge(key: tuple, base: Timing, head: Timing, gate: Gate, base_samples, hea
     if busy or bimodal(base) or bimodal(head):
         return dataclasses.replace(judged, verdict=NOT_JUDGED)
     return judged
+
+
+def sizes_changed(base: Timing, head: Timing) -> str:
+    """How the sizes both timings record differ ("steps 20 -> 12, batch 32 -> 16"), or ""."""
+    return ", ".join(f"{name} {base.sizes[name]} -> {head.sizes[name]}"
+                     for name in base.sizes
+                     if name in head.sizes and head.sizes[name] != base.sizes[name])
 
 
 def rank_test(base: list[float], head: list[float], slower: bool) -> float:
@@ -351,7 +366,7 @@ def _evidence(c: Change) -> str:
         return f"p={c.p_value:.2g}"
     if c.rule == IQR_RULE:
         return f"IQR {c.noise:.1%}"
-    return ""
+    return c.sizes or ""
 
 
 

@@ -232,6 +232,29 @@ def test_a_result_head_could_not_time_fails_or_is_inconclusive_by_option(tmp_pat
     assert main(["compare", *paths, "--unjudged", "inconclusive"]) == 3
 
 
+def test_a_workload_redefined_under_its_old_name_is_not_compared(tmp_path, capsys):
+    # 20 steps in BASE, 12 in HEAD: HEAD's 40% "speed-up" is less work, not faster code.
+    base = doc([{**result("eager", "w1", samples(1e-3)), "steps": 20, "batch": 16}])
+    head = doc([{**result("eager", "w1", samples(0.6e-3, seed=1)), "steps": 12, "batch": 16}])
+    paths = write_pair(tmp_path, base, head)
+    assert main(["compare", *paths]) == 1
+    out = capsys.readouterr().out
+    assert verdict_of(out) == "other sizes" and "steps 20 -> 12" in out
+    assert "FAIL: 1 other sizes" in out
+    assert main(["compare", *paths, "--unjudged", "inconclusive"]) == 3
+
+
+def test_sizes_from_the_documents_workload_lists_are_compared_too(tmp_path, capsys):
+    def with_workload(hidden_size):
+        return {**doc([result("eager", "w1", samples(1e-3))]),
+                "workloads": [{"name": "w1", "config": {"kind": "rnn", "input_size": 8,
+                                                        "hidden_size": hidden_size}}]}
+    assert main(["compare", *write_pair(tmp_path, with_workload(64), with_workload(64))]) == 0
+    capsys.readouterr()
+    assert main(["compare", *write_pair(tmp_path, with_workload(64), with_workload(32))]) == 1
+    assert "hidden_size 64 -> 32" in capsys.readouterr().out
+
+
 def test_a_result_that_failed_in_both_runs_still_fails(tmp_path, capsys):
     def failed(item):
         return {**item, "status": "failed", "reason": "boom", "median_s": None, "iqr_s": None,

@@ -168,12 +168,15 @@ def _stages(stages: Plan, quick: bool, writer: StageWriter, progress: StageProgr
         for device, planned in stages.devices.items():
             for impl in queue_order(planned):
                 groups = kind_groups(impl.kinds, split=impl.name in SPLIT)
-                queued = [children.submit(_conformance_group, impl.name, device, kinds,
-                                          f"{number}/{len(groups)}", quick, reasons[impl.name],
-                                          stop, progress)
-                          for number, kinds in enumerate(groups, 1)]
+                # Each child's progress counter, e.g. "compile 1/2"; its stage removes them.
+                counters = [f"{shown(impl.name, device)} {number}/{len(groups)}"
+                            for number in range(1, len(groups) + 1)]
+                queued = [children.submit(_conformance_group, impl.name, device, kinds, counter,
+                                          quick, reasons[impl.name], stop, progress,
+                                          first=counter == counters[0])
+                          for kinds, counter in zip(groups, counters)]
                 conformance[impl.name, device] = checking.submit(
-                    _conformance_stage, impl, device, queued, writer, progress)
+                    _conformance_stage, impl, device, queued, counters, writer, progress)
         skipped = {name: reason for name, future in reasons.items() if (reason := future.result())}
         # One device's timings after the other's, each once conformance is done, so that
         # nothing else runs while anything is timed.
@@ -343,10 +346,11 @@ def kind_groups(kinds, split: bool = True) -> list[list[str]]:
     return [group for group in grouped if group]
 
 
-def _conformance_stage(impl, device: str, groups: list[Future], writer: StageWriter,
-                       progress: StageProgress):
+def _conformance_stage(impl, device: str, groups: list[Future], counters: list[str],
+                       writer: StageWriter, progress: StageProgress):
     """The `ConformanceRun` of one built-in on `device` from its kind groups' documents (None
-    when it is unavailable), written as `conformance-<impl>.json` (`-cuda` on the GPU)."""
+    when it is unavailable), written as `conformance-<impl>.json` (`-cuda` on the GPU); the
+    groups' progress `counters` are done then."""
     from rnnbench.reference.kinds import KINDS
     from rnnbench.suites.results import ConformanceRun, summary_phrase
 
@@ -361,8 +365,8 @@ def _conformance_stage(impl, device: str, groups: list[Future], writer: StageWri
     said = f"could not run: {doc.error}" if doc.error else tally(doc.summary)
     if not doc.error and summary_phrase(doc.verdicts) == "INCOMPLETE":
         said += "; incomplete: checks timed out or were cut"
-    for number in range(len(groups)):
-        progress.done(f"{label} {number + 1}/{len(groups)}")
+    for counter in counters:
+        progress.done(counter)
     progress.print(f"conformance {label}: {said or 'no checks ran'} ({doc.duration_s:.1f} s)")
     return doc
 
@@ -375,15 +379,17 @@ def child_threads() -> int:
     return max(1, torch.get_num_threads() // WORKERS)
 
 
-def _conformance_group(name: str, device: str, kinds: list[str], group: str, quick: bool,
-                       reason: Future, stop: threading.Event, progress: StageProgress):
-    """One child's `ConformanceRun`: `kinds` of `name` on `device`, its `group` ("1/2") of the
-    implementation's kinds; None when `name` is unavailable (`reason`)."""
+def _conformance_group(name: str, device: str, kinds: list[str], counter_name: str,
+                       quick: bool, reason: Future, stop: threading.Event,
+                       progress: StageProgress, *, first: bool = True):
+    """One child's `ConformanceRun`: `kinds` of `name` on `device`, counting on the progress
+    counter `counter_name` ("compile 1/2"), the implementation's `first` group announcing it;
+    None when `name` is unavailable (`reason`)."""
     from rnnbench.environment import capture
     from rnnbench.suites import ConformanceRun, conform
 
     label = shown(name, device)
-    counter = progress.counter(f"{label} {group}")
+    counter = progress.counter(counter_name)
 
     def report(result, done: int, total: int) -> None:
         counter(done, total, f"{label} {result.check}")
@@ -394,7 +400,7 @@ def _conformance_group(name: str, device: str, kinds: list[str], group: str, qui
                                quick=quick)
     if stop.is_set():
         return dataclasses.replace(unchecked, interrupted=True)
-    if not progress.live and group.startswith("1/"):    # a terminal gets a live counter instead
+    if not progress.live and first:    # a terminal gets a live counter instead
         progress.print(f"conformance {label} ...")
     try:
         # No run budget: the built-ins are ours, and compile's first run builds its graphs

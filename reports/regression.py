@@ -28,8 +28,9 @@ do not conform ("non-conforming", however fast), one that BASE has and HEAD lack
 a truncated run; unless missing results are allowed), one BASE timed that HEAD could not
 ("not comparable": unavailable or not supported now), one whose workload has other sizes in
 HEAD than in BASE ("other sizes": a workload redefined under its old name, which no timing can
-be compared across) and one that a run holds twice ("duplicate"). A timing from a busy machine, or with bimodal samples on either side, is "not
-judged": the comparison is then inconclusive (EXIT_INCONCLUSIVE) unless something failed.
+be compared across) and one that a run holds twice ("duplicate"). A timing from a busy machine,
+or with bimodal samples on either side, is "not judged": the comparison is then inconclusive
+(EXIT_INCONCLUSIVE) unless something failed.
 """
 from __future__ import annotations
 
@@ -54,8 +55,8 @@ DEFAULT_ALPHA = 0.01
 MIN_SAMPLES = 5
 # Verdicts, in the order the summary lists them.
 VERDICTS = ("regression", "failed", "non-conforming", "missing", "not comparable", "other sizes",
-            "duplicate", "not judged", "improvement", "below threshold", "within noise", "now timed",
-            "not timed", "new")
+            "duplicate", "not judged", "improvement", "below threshold", "within noise",
+            "now timed", "not timed", "new")
 # What always fails the gate, and what fails it unless it is told to call it inconclusive.
 FAILING = ("regression", "failed")
 UNJUDGEABLE = ("non-conforming", "missing", "not comparable", "other sizes", "duplicate")

@@ -90,7 +90,15 @@ class Implementation:
 
     def unavailable_reason(self) -> str | None:
         """None when this implementation can run here, else why not. An availability check that
-        raises makes that the reason: finding out must never crash the harness."""
+        raises makes that the reason: finding out must never crash the harness. A check that
+        finds the implementation unavailable is asked once more, and only its second answer
+        counts: under load, with other threads importing at the same moment, an import in the
+        check failed once where nothing was missing (`rnnbench run` beside two busy loops:
+        compile "not usable here: No module named 'cProfile'", torch._dynamo's import of the
+        standard library's profiler)."""
+        return self._availability() and self._availability()
+
+    def _availability(self) -> str | None:
         try:
             return self.availability()
         except IMPORT_FAILURES as exc:

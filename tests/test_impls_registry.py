@@ -63,6 +63,21 @@ def test_an_availability_check_that_raises_is_the_reason_not_a_crash():
     assert "OSError" in reason and "no driver" in reason
 
 
+def test_an_availability_check_is_asked_again_before_an_implementation_counts_as_unavailable():
+    answers = iter(["No module named 'cProfile'", None])
+    flaky = Implementation(name="flaky", kinds={"rnn": torch.nn.RNN},
+                           availability=lambda: next(answers))
+    assert flaky.unavailable_reason() is None
+    calls = []
+
+    def missing():
+        calls.append(1)
+        return "triton is not installed"
+
+    absent = Implementation(name="absent", kinds={"rnn": torch.nn.RNN}, availability=missing)
+    assert absent.unavailable_reason() == "triton is not installed" and len(calls) == 2
+
+
 @pytest.mark.parametrize("name", BUILTINS)
 def test_load_by_name_and_by_module_attr_agree(name):
     assert load(name) is registered()[name]

@@ -28,18 +28,27 @@ def test_compile_does_not_recompile_for_new_batch_or_hidden_sizes():
     assert counters["stats"]["unique_graphs"] == compiled > 0
 
 
-def test_compile_shares_one_graph_between_seq_first_and_batch_first_inputs_and_their_gradients():
+def _twins_after_a_build(kind: str, **config):
+    """compile's `kind` with its gradient graphs built (one call and backward of a seq-first
+    batch of two, biases on), then a compile module of `config` (input 3, hidden 5) holding the
+    weights of its torch.nn twin: (module, twin, the graphs built so far, steps of one chunk)."""
     from torch._dynamo.utils import counters
 
     from rnnbench.impls.compile import CHUNK_SIZES
 
     steps = min(CHUNK_SIZES)
-    constructor = load("compile").constructor("lstm")
+    constructor = load("compile").constructor(kind)
     constructor(3, 5)(torch.randn(steps, 2, 3))[0].sum().backward()
-    compiled = counters["stats"]["unique_graphs"]
-    native = torch.nn.LSTM(3, 5, batch_first=True)
-    module = constructor(3, 5, batch_first=True)
+    native = getattr(torch.nn, kind.upper())(3, 5, **config)
+    module = constructor(3, 5, **config)
     module.load_state_dict(native.state_dict())
+    return module, native, counters["stats"]["unique_graphs"], steps
+
+
+def test_compile_shares_one_graph_between_seq_first_and_batch_first_inputs_and_their_gradients():
+    from torch._dynamo.utils import counters
+
+    module, native, compiled, steps = _twins_after_a_build("lstm", batch_first=True)
     x = torch.randn(2, steps, 3, requires_grad=True)
     grad = torch.randn(2, steps, 5)
     (got,) = torch.autograd.grad(module(x)[0], x, grad)
@@ -64,15 +73,7 @@ def _agree(module, native, x, state, steps) -> bool:
 def test_compile_shares_one_graph_with_biases_and_without_gradients_included(kind):
     from torch._dynamo.utils import counters
 
-    from rnnbench.impls.compile import CHUNK_SIZES
-
-    steps = min(CHUNK_SIZES)
-    constructor = load("compile").constructor(kind)
-    constructor(3, 5)(torch.randn(steps, 2, 3))[0].sum().backward()
-    compiled = counters["stats"]["unique_graphs"]
-    native = getattr(torch.nn, kind.upper())(3, 5, bias=False)
-    module = constructor(3, 5, bias=False)
-    module.load_state_dict(native.state_dict())
+    module, native, compiled, steps = _twins_after_a_build(kind, bias=False)
     x, h0 = torch.randn(steps, 2, 3, requires_grad=True), torch.randn(1, 2, 5, requires_grad=True)
     assert _agree(module, native, x, h0, steps)
     assert counters["stats"]["unique_graphs"] == compiled > 0
@@ -81,15 +82,7 @@ def test_compile_shares_one_graph_with_biases_and_without_gradients_included(kin
 def test_compile_runs_a_batch_of_one_and_unbatched_input_on_the_graph_of_larger_batches():
     from torch._dynamo.utils import counters
 
-    from rnnbench.impls.compile import CHUNK_SIZES
-
-    steps = min(CHUNK_SIZES)
-    constructor = load("compile").constructor("lstm")
-    constructor(3, 5)(torch.randn(steps, 2, 3))[0].sum().backward()
-    compiled = counters["stats"]["unique_graphs"]
-    native = torch.nn.LSTM(3, 5)
-    module = constructor(3, 5)
-    module.load_state_dict(native.state_dict())
+    module, native, compiled, steps = _twins_after_a_build("lstm")
     for batch in ((1,), ()):  # a batch of one, and unbatched input
         x = torch.randn(steps, *batch, 3, requires_grad=True)
         state = tuple(torch.randn(1, *batch, 5, requires_grad=True) for _ in range(2))

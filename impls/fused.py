@@ -13,6 +13,10 @@ What makes it fast (measured against torch.nn on CPU, see docs/performance.md):
 - in float32, where torch links MKL, the recurrent weight is packed once per call into MKL's
   internal GEMM layout (cblas_sgemm_pack), which every step's product then reads without
   reordering it (at T=50 B=64 H=512, about a tenth off the forward);
+- the products over all time steps (the input projection, and the input and weight gradients)
+  run on BLAS or on oneDNN (torch's mkldnn operators), whichever ran a product of that shape
+  faster when it was first met in the process: neither library is the faster on every CPU and
+  shape, so a large shape's first call costs a few extra products;
 - backward is hand-written (a custom autograd.Function): one small GEMM per step, then the
   weight, bias and input gradients each as one GEMM over all time steps.
 

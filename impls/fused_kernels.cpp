@@ -2,13 +2,15 @@
 // GRU recurrence, forward and backward, for float32 and float64.
 //
 // The work is arranged so that most FLOPs are large GEMMs:
-//   forward:  the input projection of every time step is one GEMM before the loop ("premul");
+//   forward:  the input projection of every time step is one GEMM before the loop ("premul"),
+//             run by BLAS or oneDNN, whichever measured faster for its shape;
 //             the loop does one small GEMM per step (h_{t-1} @ W_hh^T) and the gate arithmetic
 //             in place in the premul buffer. Every GEMM reads its weight transposed and
 //             row-major, the layout fused.py stores its parameters in; in float32 with MKL the
 //             per-step product reads W_hh packed once per call (StepWeight).
 //   backward: the loop does one small GEMM per step (dgates_t @ W_hh); the weight gradients,
-//             bias gradients and the input gradient are each one GEMM (or sum) over all steps.
+//             bias gradients and the input gradient are each one GEMM (or sum) over all steps,
+//             the GEMMs chosen like the premul's.
 // From a batch of 16 the threads share either loop (run_shares): each takes a share of the
 // hidden units and meets the others once per step, or, with a projection, of the batch rows.
 // Small per-step products (batch 1 or 2) skip ATen's dispatcher and BLAS call overhead and run
@@ -34,13 +36,16 @@
 #endif
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <exception>
 #include <functional>
 #include <limits>
+#include <map>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -241,6 +246,147 @@ class StepWeight {
   int64_t rows_, inner_, cols_;
   Tensor packed_;
 };
+
+// ---- products over all time steps --------------------------------------------------------------
+
+// The input projection before the time loop, and the input and weight gradients after it, are
+// each one product with a row for every step and batch row: at a large batch, half or more of
+// a layer's FLOPs. Two libraries in torch run them, and neither is the faster everywhere: on a
+// 2-core AMD EPYC (AVX2, two threads), one at a time, oneDNN's matmul ran the input projection
+// of an LSTM at T=100 B=32 H=256 1.08x as fast as MKL's sgemm, the input gradient at T=50 B=64
+// H=512 1.37x, and a weight gradient at T=100 B=32 H=256 0.93x. So a large product's shape is
+// timed once per process with each way of running it, and the fastest runs it from then on.
+// oneDNN is reached through torch's own operator (mkldnn::_linear_pointwise, out = input @
+// weight^T): torch exports no oneDNN symbols, and including the dispatcher's headers to call
+// the operator from C++ made this file's build a third slower. The kernels are called from
+// Python, which holds the GIL: that makes the call back into Python legal and the bookkeeping
+// below safe without a lock.
+enum class Product { kBlas, kOneDnn, kOneDnnTransposed };
+constexpr Product kProducts[] = {Product::kBlas, Product::kOneDnn, Product::kOneDnnTransposed};
+
+const char* product_name(Product product) {
+  switch (product) {
+    case Product::kBlas: return "blas";
+    case Product::kOneDnn: return "onednn";
+    case Product::kOneDnnTransposed: return "onednn_transposed";
+  }
+  return "";
+}
+
+// Products smaller than this (rows x inner x cols) run with BLAS untimed: a few milliseconds
+// at most, where timing them would cost more than a better choice saves.
+constexpr int64_t kTimedProduct = int64_t(1) << 27;
+
+// "auto" (time large products), or one way forced for every product (tests run each).
+std::string product_policy = "auto";
+// Shape, operand layouts, whether the result must be contiguous, and threads -> the way that
+// measured fastest.
+std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool, bool, int>, Product> product_choices;
+
+// torch.ops.mkldnn._linear_pointwise, or None where this torch has no oneDNN. Never freed: a
+// Python object must not be destroyed after the interpreter is.
+const py::object& onednn_linear() {
+  static const py::object* op = [] {
+    try {
+      return new py::object(
+          py::module_::import("torch").attr("ops").attr("mkldnn").attr("_linear_pointwise"));
+    } catch (const py::error_already_set&) {
+      return new py::object(py::none());
+    }
+  }();
+  return *op;
+}
+
+Tensor linear_onednn(const Tensor& input, const Tensor& weight) {
+  return onednn_linear()(input, weight, py::none(), "none", py::list(), "").cast<Tensor>();
+}
+
+// a (rows, inner) @ b (inner, cols) one way; kOneDnnTransposed gives a transposed view.
+Tensor product_by(Product product, const Tensor& a, const Tensor& b) {
+  switch (product) {
+    case Product::kOneDnn:
+      return linear_onednn(a, b.t());
+    case Product::kOneDnnTransposed:  // (b^T a^T)^T: oneDNN runs some shapes faster this way
+      return linear_onednn(b.t(), a).t();
+    case Product::kBlas:
+      break;
+  }
+  // ATen for strided operands, and for empty ones (BLAS refuses a leading dimension of 0).
+  if (!a.is_contiguous() || !b.is_contiguous() || a.numel() == 0 || b.numel() == 0) {
+    return at::mm(a, b);
+  }
+  Tensor out = at::empty({a.size(0), b.size(1)}, a.options());
+  AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "rnnbench_fused_product", [&] {
+    matmul(out.data_ptr<scalar_t>(), a.data_ptr<scalar_t>(), b.data_ptr<scalar_t>(), a.size(0),
+           a.size(1), b.size(1), /*accumulate=*/false);
+  });
+  return out;
+}
+
+// a @ b for a product over all time steps, run the way chosen for its shape. `contiguous`: the
+// caller needs a contiguous result (a transposed one would cost a copy).
+Tensor sequence_product(const Tensor& a, const Tensor& b, bool contiguous) {
+  const bool onednn = a.scalar_type() == at::kFloat && a.numel() > 0 && b.numel() > 0 &&
+                      !onednn_linear().is_none();
+  if (!onednn || product_policy == "blas") return product_by(Product::kBlas, a, b);
+  if (product_policy != "auto") {
+    const Product forced = product_policy == "onednn" || contiguous
+                               ? Product::kOneDnn : Product::kOneDnnTransposed;
+    return product_by(forced, a, b);
+  }
+  if (a.size(0) * a.size(1) * b.size(1) < kTimedProduct) return product_by(Product::kBlas, a, b);
+  const auto key = std::make_tuple(a.size(0), a.size(1), b.size(1), a.is_contiguous(),
+                                   b.is_contiguous(), contiguous, at::get_num_threads());
+  const auto known = product_choices.find(key);
+  if (known != product_choices.end()) return product_by(known->second, a, b);
+  // Each way three times, round by round so that every way sees the same moments of a machine
+  // whose speed drifts; the way of the fastest run wins, and that run's result is returned. A
+  // way that fails (a oneDNN that cannot run here) drops out.
+  constexpr int kRounds = 3;
+  Tensor best_result;
+  double best_seconds = std::numeric_limits<double>::infinity();
+  for (int round = 0; round < kRounds; ++round) {
+    for (const Product product : kProducts) {
+      if (contiguous && product == Product::kOneDnnTransposed) continue;
+      const auto start = std::chrono::steady_clock::now();
+      Tensor result;
+      try {
+        result = product_by(product, a, b);
+      } catch (const std::exception&) {
+        if (product == Product::kBlas) throw;
+        continue;
+      }
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (seconds < best_seconds) {
+        best_seconds = seconds;
+        best_result = result;
+        product_choices[key] = product;
+      }
+    }
+  }
+  return best_result;
+}
+
+// Sets how the products over all time steps run: "auto", "blas", "onednn" or
+// "onednn_transposed" (where a contiguous result is needed, "onednn").
+void set_products(const std::string& policy) {
+  TORCH_CHECK(policy == "auto" || policy == "blas" || policy == "onednn" ||
+                  policy == "onednn_transposed",
+              "rnnbench_fused: unknown product policy ", policy);
+  product_policy = policy;
+}
+
+// The ways the timed products chose, one line each: "rows x inner x cols, threads: way".
+std::vector<std::string> product_choices_made() {
+  std::vector<std::string> lines;
+  for (const auto& [key, product] : product_choices) {
+    lines.push_back(std::to_string(std::get<0>(key)) + " x " + std::to_string(std::get<1>(key)) +
+                    " x " + std::to_string(std::get<2>(key)) + ", " +
+                    std::to_string(std::get<6>(key)) + " threads: " + product_name(product));
+  }
+  return lines;
+}
 
 // Asks the CPU to bring `rows` rows of `width` elements, `stride` elements apart, into cache.
 // The time loop's gate pass reads the step's slice of the input projection, written by the GEMM
@@ -527,7 +673,12 @@ std::vector<Tensor> forward(const std::string& family_name, const Tensor& x_in,
   // these buffers rather than ATen ops, each of which costs about a microsecond.
   const auto options = x.options();
   const std::vector<Tensor> initial = initial_state(L, state, options);
-  Tensor gx = at::empty({T_, B, G}, options);
+  // Every GEMM reads its weight transposed, row-major. fused.py stores its parameters that way
+  // (a parameter is a transposed view of its storage), so these are views, not copies.
+  const Tensor w_ih_t = w_ih.t().contiguous(), w_hh_t = w_hh.t().contiguous();
+  // Premul: the input projection of every step in one product.
+  Tensor gx = sequence_product(x.view({T_ * B, x.size(2)}), w_ih_t, /*contiguous=*/true)
+                  .view({T_, B, G});
   Tensor out = L.family == Family::kRnn ? gx : at::empty({T_, B, P}, options);
   Tensor cells, hidden, gh_n, c0;
   if (L.family == Family::kLstm) {
@@ -538,9 +689,6 @@ std::vector<Tensor> forward(const std::string& family_name, const Tensor& x_in,
     gh_n = at::empty({keep ? T_ : 1, B, H}, options);
   }
   const Tensor h0 = initial[0];
-  // Every GEMM reads its weight transposed, row-major. fused.py stores its parameters that way
-  // (a parameter is a transposed view of its storage), so these are views, not copies.
-  const Tensor w_ih_t = w_ih.t().contiguous(), w_hh_t = w_hh.t().contiguous();
   const Tensor w_hr_t = w_hr ? w_hr->t().contiguous() : Tensor();
   const Tensor b_ih_c = b_ih ? b_ih->contiguous() : Tensor();
   const Tensor b_hh_c = b_hh ? b_hh->contiguous() : Tensor();
@@ -562,8 +710,6 @@ std::vector<Tensor> forward(const std::string& family_name, const Tensor& x_in,
       if (gru) std::copy(bh, bh + G, gru_b_hh.begin());
     }
     const T* biasp = bias.data();
-    // Premul: the input projection of every step in one GEMM.
-    matmul(gxp, x.data_ptr<T>(), w_ih_t.data_ptr<T>(), T_ * B, x.size(2), G, /*accumulate=*/false);
     // The time loop of one thread's share of the rows and units. Its step product multiplies
     // the rows of h_{t-1} by the columns of W_hh^T of its units (in gate order: all columns
     // unless the units are split) into `product`.
@@ -827,25 +973,32 @@ std::vector<Tensor> backward(const std::string& family_name, const Tensor& grad_
   // before it: h0 for the first step processed, the previous output for the others.
   const Tensor dg_h = L.family == Family::kGru ? dgates_h : dgates;
   const int64_t first = L.time(0);
-  Tensor dw_hh = at::mm(dg_h[first].t(), h0);
+  Tensor dw_hh;
   if (T_ > 1) {
     const Tensor later = reverse ? dg_h.narrow(0, 0, T_ - 1) : dg_h.narrow(0, 1, T_ - 1);
     const Tensor before = reverse ? out.narrow(0, 1, T_ - 1) : out.narrow(0, 0, T_ - 1);
-    dw_hh.addmm_(later.reshape({-1, G}).t(), before.reshape({-1, P}));
+    dw_hh = sequence_product(later.reshape({-1, G}).t(), before.reshape({-1, P}),
+                             /*contiguous=*/false);
+    dw_hh.addmm_(dg_h[first].t(), h0);
+  } else {
+    dw_hh = at::mm(dg_h[first].t(), h0);
   }
   const Tensor dg2d = dgates.view({T_ * B, G});
   Tensor dx;
-  if (need_input_grad) dx = at::mm(dg2d, w_ih).view({T_, B, x.size(2)});
+  if (need_input_grad) {
+    dx = sequence_product(dg2d, w_ih, /*contiguous=*/true).view({T_, B, x.size(2)});
+  }
   std::vector<Tensor> result{dx, dh};
   if (L.family == Family::kLstm) result.push_back(dc);
-  result.push_back(at::mm(dg2d.t(), x.view({T_ * B, x.size(2)})));
+  result.push_back(sequence_product(dg2d.t(), x.view({T_ * B, x.size(2)}), /*contiguous=*/false));
   result.push_back(dw_hh);
   if (has_bias) {
     result.push_back(dg2d.sum(0));
     result.push_back(dg_h.view({T_ * B, G}).sum(0));
   }
   if (w_hr) {
-    result.push_back(at::mm(dhidden.view({T_ * B, P}).t(), saved[2].view({T_ * B, H})));
+    result.push_back(sequence_product(dhidden.view({T_ * B, P}).t(), saved[2].view({T_ * B, H}),
+                                      /*contiguous=*/false));
   }
   return result;
 }
@@ -855,4 +1008,6 @@ std::vector<Tensor> backward(const std::string& family_name, const Tensor& grad_
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("forward", &forward, "one layer and direction, forward");
   m.def("backward", &backward, "one layer and direction, backward");
+  m.def("set_products", &set_products, "how the products over all time steps run");
+  m.def("product_choices", &product_choices_made, "the ways timed products chose");
 }

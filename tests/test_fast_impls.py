@@ -6,6 +6,7 @@ is compiled once per session (its graphs are shared by all modules of the implem
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import math
 import warnings
@@ -177,6 +178,58 @@ def test_fused_float32_step_products_match_torch_nn(kind, threads):
         assert_matches_native(impl, row, dtype="float32")
     finally:
         torch.set_num_threads(previous)
+
+
+def has_onednn() -> bool:
+    try:
+        torch.ops.mkldnn._linear_pointwise
+    except (AttributeError, RuntimeError):
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def fused_products(policy: str):
+    """fused's products over all time steps run `policy`'s way inside the block."""
+    kernels = importlib.import_module("rnnbench.impls.fused").kernels()
+    kernels.set_products(policy)
+    try:
+        yield kernels
+    finally:
+        kernels.set_products("auto")
+
+
+@pytest.mark.skipif(not has_onednn(), reason="this torch has no oneDNN (mkldnn) operators")
+@pytest.mark.parametrize("policy", ["blas", "onednn", "onednn_transposed"])
+@pytest.mark.parametrize("kind, options", [("rnn", {}), ("lstm", {"proj_size": 5}),
+                                           ("gru", {"bias": False})])
+def test_fused_products_over_all_steps_match_torch_nn_with_either_library(kind, options, policy):
+    # The input projection and the input and weight gradients run on BLAS or on oneDNN (a
+    # result as it comes or transposed), whichever measured faster for their shape.
+    row = (Config(kind, 6, 9, num_layers=2, bidirectional=True, **options), 20, 7, True)
+    with fused_products(policy):
+        assert_matches_native(implementation("fused"), row, dtype="float32")
+
+
+def test_fused_times_each_large_product_once_and_keeps_the_fastest_way():
+    # 32 steps of 32 rows into 4 x 128 gates from 256 inputs: the input projection and the
+    # gradients are large enough to be timed; every other size runs on BLAS untimed.
+    impl = implementation("fused")
+    with fused_products("auto") as kernels:
+        before = set(kernels.product_choices())
+        row = (Config("lstm", 256, 128), 32, 32, True)
+        assert_matches_native(impl, row, dtype="float32")
+        chosen = set(kernels.product_choices()) - before
+        assert_matches_native(impl, row, dtype="float32")
+        assert set(kernels.product_choices()) - before == chosen
+    ways = ("blas", "onednn", "onednn_transposed") if has_onednn() else ()
+    threads = torch.get_num_threads()
+    # the input projection, the input gradient and W_ih's gradient (W_hh's, from 31 steps and
+    # 128 units, is below the size that is timed)
+    shapes = {"1024 x 256 x 512", "1024 x 512 x 256", "512 x 1024 x 256"}
+    assert {line.split(",")[0] for line in chosen} == (shapes if ways else set())
+    for line in chosen:
+        assert line.split(", ")[1].split(": ") in [[f"{threads} threads", way] for way in ways]
 
 
 @pytest.mark.parametrize("row", COMPILE_ROWS, ids=row_id)

@@ -4,7 +4,8 @@ Each revision's `impls/fused_kernels.cpp` is built as its own extension (with fu
 swapped into the same fused module round by round, interleaved with torch.nn, so that every
 version sees the same machine state; medians and interquartile ranges over the rounds. This is
 how a kernel change is judged before it lands (a ratio to the previous revision, not to a
-number remembered from another day).
+number remembered from another day). Kernels that choose between BLAS and oneDNN for their
+products over all time steps list the way each timed shape took, per revision.
 
     .venv/bin/python scripts/fused_versions.py HEAD~1 HEAD --kinds lstm,gru --workloads a,b
     .venv/bin/python scripts/fused_versions.py HEAD~1 HEAD --backward
@@ -118,6 +119,10 @@ def main(argv=None) -> int:
                                  f"{ratio})")
                 metric = "forward+backward" if args.backward else "forward"
                 print(f"{kind} {metric} ({workload}): " + "; ".join(cells), flush=True)
+        for revision, module in versions.items():
+            # Kernels that time their products over all time steps say which way each took.
+            if hasattr(module, "product_choices"):
+                print(f"{revision}: " + ("; ".join(module.product_choices()) or "no product timed"))
     return 0
 
 

@@ -191,7 +191,9 @@ def has_onednn() -> bool:
 @contextlib.contextmanager
 def fused_products(policy: str):
     """fused's products over all time steps run `policy`'s way inside the block."""
-    kernels = importlib.import_module("rnnbench.impls.fused").kernels()
+    from rnnbench.impls.fused import kernels as fused_kernels
+
+    kernels = fused_kernels()
     kernels.set_products(policy)
     try:
         yield kernels
@@ -211,7 +213,7 @@ def test_fused_products_over_all_steps_match_torch_nn_with_either_library(kind, 
         assert_matches_native(implementation("fused"), row, dtype="float32")
 
 
-def test_fused_times_each_large_product_once_and_keeps_the_fastest_way():
+def test_fused_times_each_large_product_once_and_remembers_the_way_it_chose():
     # 32 steps of 32 rows into 4 x 128 gates from 256 inputs: the input projection and the
     # gradients are large enough to be timed; every other size runs on BLAS untimed.
     impl = implementation("fused")

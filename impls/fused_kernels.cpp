@@ -44,6 +44,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -277,8 +278,8 @@ const char* product_name(Product product) {
 // at most, where timing them would cost more than a better choice saves.
 constexpr int64_t kTimedProduct = int64_t(1) << 27;
 
-// "auto" (time large products), or one way forced for every product (tests run each).
-std::string product_policy = "auto";
+// One way forced for every product (tests run each), or none: large products are timed.
+std::optional<Product> forced_product;
 // Shape, operand layouts, whether the result must be contiguous, and threads -> the way that
 // measured fastest.
 std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool, bool, int>, Product> product_choices;
@@ -328,12 +329,8 @@ Tensor product_by(Product product, const Tensor& a, const Tensor& b) {
 Tensor sequence_product(const Tensor& a, const Tensor& b, bool contiguous) {
   const bool onednn = a.scalar_type() == at::kFloat && a.numel() > 0 && b.numel() > 0 &&
                       !onednn_linear().is_none();
-  if (!onednn || product_policy == "blas") return product_by(Product::kBlas, a, b);
-  if (product_policy != "auto") {
-    const Product forced = product_policy == "onednn" || contiguous
-                               ? Product::kOneDnn : Product::kOneDnnTransposed;
-    return product_by(forced, a, b);
-  }
+  if (!onednn || forced_product == Product::kBlas) return product_by(Product::kBlas, a, b);
+  if (forced_product) return product_by(contiguous ? Product::kOneDnn : *forced_product, a, b);
   if (a.size(0) * a.size(1) * b.size(1) < kTimedProduct) return product_by(Product::kBlas, a, b);
   const auto key = std::make_tuple(a.size(0), a.size(1), b.size(1), a.is_contiguous(),
                                    b.is_contiguous(), contiguous, at::get_num_threads());
@@ -371,10 +368,15 @@ Tensor sequence_product(const Tensor& a, const Tensor& b, bool contiguous) {
 // Sets how the products over all time steps run: "auto", "blas", "onednn" or
 // "onednn_transposed" (where a contiguous result is needed, "onednn").
 void set_products(const std::string& policy) {
-  TORCH_CHECK(policy == "auto" || policy == "blas" || policy == "onednn" ||
-                  policy == "onednn_transposed",
-              "rnnbench_fused: unknown product policy ", policy);
-  product_policy = policy;
+  forced_product.reset();
+  if (policy == "auto") return;
+  for (const Product product : kProducts) {
+    if (policy == product_name(product)) {
+      forced_product = product;
+      return;
+    }
+  }
+  TORCH_CHECK(false, "rnnbench_fused: unknown product policy ", policy);
 }
 
 // The ways the timed products chose, one line each: "rows x inner x cols, threads: way".

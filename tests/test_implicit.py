@@ -15,6 +15,7 @@ from rnnbench.reference.implicit import (
     gradient_tolerance, implicit_init_spec, implicit_param_shapes, output_tolerance, rescale)
 from rnnbench.findings import DIAGNOSES
 from rnnbench.suites.catalogue import checks_of
+from rnnbench.suites.check_init import MAX_SAMPLES, check_init
 from rnnbench.suites.implicit import CASES
 from rnnbench.suites.run import draw_case
 from rnnbench.suites.results import Finding
@@ -350,6 +351,16 @@ def test_planted_deviations_are_caught_and_named(deviant):
     constructor, check, case, expected = DEVIANTS[deviant]
     assert outcome(constructor, check, case) == expected
 
+
+
+def test_init_samples_a_large_parameter_up_to_max_samples():
+    """The documented example's A (64 x 64) over the 1000 constructions its 1-value head bias
+    needs would be 4 million values; the test stops at MAX_SAMPLES and still sees the mistake."""
+    subject = Subject(Implementation(name="under-test", kinds={"implicit": UniformInit}), "implicit")
+    with pytest.raises(Finding) as caught:
+        check_init(subject, CASES["documented-example"])
+    assert caught.value.numbers["parameter"] == "A"
+    assert MAX_SAMPLES <= caught.value.numbers["samples"] < MAX_SAMPLES + 64 * 64
 
 def test_every_diagnosis_named_here_has_a_sentence():
     named = {expected[1] for *_, expected in DEVIANTS.values()} - {None}

@@ -8,6 +8,7 @@ native under 20 seeds (minutes; not part of the default run).
 from __future__ import annotations
 
 import json
+import math
 import os
 import shlex
 import subprocess
@@ -15,18 +16,22 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
+import scipy.stats
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from rnnbench.cli import main
 from rnnbench.impls import Implementation, load
-from rnnbench.reference import KINDS, param_shapes
+from rnnbench.reference import KINDS, Uniform, param_shapes
 from rnnbench.suites import CATEGORIES, DIAGNOSES, run_checks
 from rnnbench.suites.torch_nn import CASES, CONSTRUCTION_CASES, DROPOUT_CASES
 from rnnbench.suites.runner import plan, run_item
-from rnnbench.suites.statistics import ALPHA, MAX_TESTS
+from rnnbench.suites.check_init import MAX_SAMPLES, SAMPLES
+from rnnbench.suites.statistics import (ALPHA, MAX_TESTS, binomial_tail, rate_p_value,
+                                        sample_fit)
 
 NATIVE, EAGER = load("native"), load("eager")
 
@@ -103,6 +108,40 @@ def test_statistical_false_alarm_rate_per_run_is_below_one_in_a_million():
     assert tests <= MAX_TESTS
     assert MAX_TESTS * ALPHA < 1e-6
 
+
+
+
+def test_the_init_samples_of_torch_nns_cases_stay_whole_under_the_cap():
+    """The smallest parameter sets the number of constructions; every larger one keeps all
+    its values from them (their power catches a 1/sqrt(I + H) bound)."""
+    for case in CONSTRUCTION_CASES:
+        sizes = [math.prod(shape) for shape in param_shapes(case.config).values()]
+        assert max(sizes) * math.ceil(SAMPLES / min(sizes)) <= MAX_SAMPLES, case.name
+
+# scipy.stats is the independent yardstick here; the suite's own tests avoid importing it in
+# every conformance child (a second of each child's start).
+@pytest.mark.parametrize("shift", [0.0, 0.004, 0.01, 0.03])
+@pytest.mark.parametrize("n", [10, 1000, 8192])
+def test_the_ks_test_is_scipys_exact_two_sided_test_where_it_rejects_and_never_stricter(n, shift):
+    dist = Uniform(-0.1, 0.1)
+    samples = np.random.default_rng(n).uniform(-0.1, 0.1, n) + shift
+    exact = scipy.stats.kstest(samples, dist.cdf, method="exact")
+    fit = sample_fit(samples, dist)
+    assert fit["ks"] == pytest.approx(exact.statistic, rel=1e-12)
+    assert fit["p_value"] >= exact.pvalue * (1 - 1e-6)
+    if exact.pvalue < 1e-3:
+        assert fit["p_value"] == pytest.approx(exact.pvalue, rel=1e-6)
+
+
+@pytest.mark.parametrize("events, trials, rate", [
+    (520, 1000, 0.5), (600, 1000, 0.5), (300, 1000, 0.25), (2, 1000, 0.25), (0, 10, 0.5),
+    (10, 10, 0.5)])
+def test_the_binomial_tests_are_the_tails_of_the_binomial_distribution(events, trials, rate):
+    upper = scipy.stats.binom.sf(events - 1, trials, rate)
+    lower = scipy.stats.binom.cdf(events, trials, rate)
+    assert binomial_tail(events, trials, rate) == pytest.approx(upper, rel=1e-9)
+    assert rate_p_value(events, trials, rate) == pytest.approx(min(1.0, 2 * min(upper, lower)),
+                                                               rel=1e-9)
 
 # --- every category can fail: one small wrong module each ---------------------------------------
 
@@ -228,6 +267,7 @@ def test_each_category_can_fail(constructor, kind, check, diagnosis):
     assert all(r.outcome in ("passed", "failed") for r in results), listing(results)
     if diagnosis:
         assert diagnoses(results) == {diagnosis}, listing(results)
+
 
 
 def test_gradient_failure_names_the_parameter():

@@ -122,15 +122,15 @@ def test_the_init_samples_of_torch_nns_cases_stay_whole_under_the_cap():
 # every conformance child (a second of each child's start).
 @pytest.mark.parametrize("shift", [0.0, 0.004, 0.01, 0.03])
 @pytest.mark.parametrize("n", [10, 1000, 8192])
-def test_the_ks_test_is_scipys_exact_two_sided_test_where_it_rejects_and_never_stricter(n, shift):
+def test_the_ks_p_value_is_between_the_exact_two_sided_one_and_twice_it(n, shift):
+    """Never stricter than the exact test (a correct implementation fails no more often), and
+    never more than twice as lenient (the sum of the two one-sided tails)."""
     dist = Uniform(-0.1, 0.1)
     samples = np.random.default_rng(n).uniform(-0.1, 0.1, n) + shift
     exact = scipy.stats.kstest(samples, dist.cdf, method="exact")
     fit = sample_fit(samples, dist)
     assert fit["ks"] == pytest.approx(exact.statistic, rel=1e-12)
-    assert fit["p_value"] >= exact.pvalue * (1 - 1e-6)
-    if exact.pvalue < 1e-3:
-        assert fit["p_value"] == pytest.approx(exact.pvalue, rel=1e-6)
+    assert exact.pvalue * (1 - 1e-9) <= fit["p_value"] <= min(1.0, 2 * exact.pvalue * (1 + 1e-9))
 
 
 @pytest.mark.parametrize("events, trials, rate", [

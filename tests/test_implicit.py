@@ -352,7 +352,6 @@ def test_planted_deviations_are_caught_and_named(deviant):
     assert outcome(constructor, check, case) == expected
 
 
-
 def test_init_samples_a_large_parameter_up_to_max_samples():
     """The documented example's A (64 x 64) over the 1000 constructions its 1-value head bias
     needs would be 4 million values; the test stops at MAX_SAMPLES and still sees the mistake."""
@@ -361,6 +360,7 @@ def test_init_samples_a_large_parameter_up_to_max_samples():
         check_init(subject, CASES["documented-example"])
     assert caught.value.numbers["parameter"] == "A"
     assert MAX_SAMPLES <= caught.value.numbers["samples"] < MAX_SAMPLES + 64 * 64
+
 
 def test_every_diagnosis_named_here_has_a_sentence():
     named = {expected[1] for *_, expected in DEVIANTS.values()} - {None}

@@ -109,8 +109,6 @@ def test_statistical_false_alarm_rate_per_run_is_below_one_in_a_million():
     assert MAX_TESTS * ALPHA < 1e-6
 
 
-
-
 def test_the_init_samples_of_torch_nns_cases_stay_whole_under_the_cap():
     """The smallest parameter sets the number of constructions; every larger one keeps all
     its values from them (their power catches a 1/sqrt(I + H) bound)."""
@@ -118,8 +116,9 @@ def test_the_init_samples_of_torch_nns_cases_stay_whole_under_the_cap():
         sizes = [math.prod(shape) for shape in param_shapes(case.config).values()]
         assert max(sizes) * math.ceil(SAMPLES / min(sizes)) <= MAX_SAMPLES, case.name
 
-# scipy.stats is the independent yardstick here; the suite's own tests avoid importing it in
-# every conformance child (a second of each child's start).
+
+# scipy.stats is the independent yardstick here; the suite's statistical tests use
+# scipy.special instead (scipy.stats would add a second to every conformance child's start).
 @pytest.mark.parametrize("shift", [0.0, 0.004, 0.01, 0.03])
 @pytest.mark.parametrize("n", [10, 1000, 8192])
 def test_the_ks_p_value_is_between_the_exact_two_sided_one_and_twice_it(n, shift):
@@ -142,6 +141,7 @@ def test_the_binomial_tests_are_the_tails_of_the_binomial_distribution(events, t
     assert binomial_tail(events, trials, rate) == pytest.approx(upper, rel=1e-9)
     assert rate_p_value(events, trials, rate) == pytest.approx(min(1.0, 2 * min(upper, lower)),
                                                                rel=1e-9)
+
 
 # --- every category can fail: one small wrong module each ---------------------------------------
 
@@ -267,7 +267,6 @@ def test_each_category_can_fail(constructor, kind, check, diagnosis):
     assert all(r.outcome in ("passed", "failed") for r in results), listing(results)
     if diagnosis:
         assert diagnoses(results) == {diagnosis}, listing(results)
-
 
 
 def test_gradient_failure_names_the_parameter():

@@ -87,9 +87,9 @@ CONVENTIONS = {
     "machine_check": "taken before timing: other processes' share of the CPU time and the "
                      "hypervisor's steal over a short window, the load averages, the GEMM peak's "
                      "spread and the peak against the best an earlier run in the same results "
-                     "folder measured on this processor and thread count (best_peak_gflops: "
-                     "the best known, this run's included); busy with one reason per signal "
-                     "past its limit",
+                     "folder measured on this processor, thread count and TF32 setting "
+                     "(best_peak_gflops: the best known, this run's included); busy with one "
+                     "reason per signal past its limit",
     "solver": "the implicit solver's iteration counts from the last call (model.last_solver_stats)",
 }
 
@@ -160,7 +160,8 @@ def run_benchmarks(impls: Iterable[Implementation], workloads: Iterable[Workload
     with pinned_threads(threads):
         peak = _peak(peaks, device, threads)
     doc["peak_gflops"] = peak["gflops"] if peak else None
-    best = best_earlier_peak(history, environment, device, threads) if history else None
+    best = (best_earlier_peak(history, environment, device, threads, (peak or {}).get("tf32"))
+            if history else None)
     doc["machine_check"] = machine_check(peak or {}, usage, load_avg=load_average(),
                                          best_peak=best)
     busy = doc["machine_check"]["busy"]

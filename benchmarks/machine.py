@@ -17,8 +17,8 @@ Four signals, each judged against the machine's own numbers:
   spreads of 10-16%; such drift moves every implementation alike and cancels in the round-by-
   round ratios (`rnnbench.benchmarks.statistics`), so only a larger spread means busy.
 - **The GEMM peak against the best seen** on the same processor (CPU model, or GPU) at the same
-  thread count by earlier runs whose documents are in the same results folder
-  (`best_earlier_peak`; each document carries the best it knew forward): busy below
+  thread count and TF32 setting by earlier runs whose documents are in the same results
+  folder (`best_earlier_peak`; each document carries the best it knew forward): busy below
   PEAK_DROP_LIMIT of it, as when every core is shared with other work the whole time.
 
 Where /proc/stat does not exist (not Linux) the window gives nothing and only the peak is
@@ -150,23 +150,34 @@ def machine_check(peak: dict, usage: Usage | None, *, cores: int | None = None,
     }
 
 
-def best_earlier_peak(folder: str | Path, environment: dict, device: str, threads: int
-                      ) -> dict | None:
+def best_earlier_peak(folder: str | Path, environment: dict, device: str, threads: int,
+                      tf32: bool | None = None) -> dict | None:
     """The best GEMM peak that the bench documents in `folder` (and its subfolders, one level
     down) measured on this processor (`environment`'s CPU model, or GPU for "cuda") at
-    `threads`: {"gflops", "file"}; None when none did. Other files are passed over."""
+    `threads`, with TF32 as `tf32` (the peak's own "tf32": None on the CPU): {"gflops", "file"};
+    None when none did. Other files are passed over."""
     processor = "gpu" if device == "cuda" else "cpu"
     best = None
     for path in sorted([*Path(folder).glob("*.json"), *Path(folder).glob("*/*.json")]):
         doc = _bench_document(path)
         if not (doc and doc.get("device") == device and doc.get("threads") == threads
-                and doc["environment"].get(processor) == environment.get(processor)):
+                and doc["environment"].get(processor) == environment.get(processor)
+                and _peak_tf32(doc) == tf32):
             continue
         check = doc["machine_check"]
         for gflops in (check.get("best_peak_gflops"), check.get("peak_gflops_median")):
             if _positive(gflops) and (best is None or gflops > best["gflops"]):
                 best = {"gflops": gflops, "file": str(path)}
     return best
+
+
+def _peak_tf32(doc: dict) -> bool | None:
+    """Whether the run's GEMM peak allowed TF32: an H100's fp32 peak is 8x higher with it, so
+    peaks taken with and without it are not comparable."""
+    run = (doc.get("device"), doc.get("threads"))
+    peaks = [peak for peak in doc.get("peaks") or []
+             if isinstance(peak, dict) and (peak.get("device"), peak.get("threads")) == run]
+    return peaks[0].get("tf32") if peaks else None
 
 
 def _bench_document(path: Path) -> dict | None:

@@ -141,9 +141,10 @@ def test_under_contention_several_threads_are_told_to_use_one():
     assert busy_lines(check, threads=1) == lines[:1]
 
 
-def bench_doc(cpu="CPU A", threads=2, median=100.0, best=None, device="cpu"):
+def bench_doc(cpu="CPU A", threads=2, median=100.0, best=None, device="cpu", tf32=None):
     return {"schema": "rnnbench.bench/2", "device": device, "threads": threads,
-            "environment": {"cpu": cpu, "gpu": None},
+            "environment": {"cpu": cpu, "gpu": "GPU A" if device == "cuda" else None},
+            "peaks": [{"device": device, "threads": threads, "gflops": median, "tf32": tf32}],
             "machine_check": {"peak_gflops_median": median, "best_peak_gflops": best},
             "results": []}
 
@@ -162,6 +163,18 @@ def test_the_best_earlier_peak_is_of_the_same_processor_and_threads_in_the_folde
     assert best == {"gflops": 150.0, "file": str(tmp_path / "runs" / "old.json")}
     assert best_earlier_peak(tmp_path, {"cpu": "CPU C"}, "cpu", 2) is None
     assert best_earlier_peak(tmp_path / "nowhere", {"cpu": "CPU A"}, "cpu", 2) is None
+
+
+def test_a_gpu_peak_is_compared_with_earlier_ones_of_the_same_tf32_setting(tmp_path):
+    # An H200 measured 392 TFLOP/s with TF32 and 51 without: not a busy machine.
+    (tmp_path / "tf32.json").write_text(json.dumps(
+        bench_doc(device="cuda", threads=16, median=392e3, tf32=True)))
+    (tmp_path / "ieee.json").write_text(json.dumps(
+        bench_doc(device="cuda", threads=16, median=51e3, tf32=False)))
+    gpu = {"cpu": "CPU A", "gpu": "GPU A"}
+    assert best_earlier_peak(tmp_path, gpu, "cuda", 16, tf32=False)["gflops"] == 51e3
+    assert best_earlier_peak(tmp_path, gpu, "cuda", 16, tf32=True)["gflops"] == 392e3
+    assert best_earlier_peak(tmp_path, gpu, "cuda", 16) is None     # a peak of unknown setting
 
 
 # --- bimodal samples and the verdict that is no verdict -----------------------------------

@@ -71,7 +71,10 @@ except ImportError:  # the module stays importable; availability() says why it c
 # W_hh stays on chip across steps when its padded (H, H) tile takes at most this many bytes.
 RESIDENT_BYTES = 64 * 1024
 TILE = 64  # (BLOCK_K, BLOCK_N) tile edge when W_hh is reloaded every step
-MAX_BLOCK_B = 16  # batch rows per program
+# Batch rows per program. A program's chain of steps sets the kernel's time, whatever the number
+# of programs: on an H200, 8 rows took 0.56-0.76x the time of 16 (IEEE and TF32), 4 rows
+# 0.91-0.93x the time of 8 with IEEE but 1.06-1.14x with TF32 (docs/gpu.md).
+MAX_BLOCK_B = 8
 
 
 if triton is not None:
@@ -118,7 +121,9 @@ if triton is not None:
         if UPCAST:  # triton's interpreter multiplies bfloat16 bit patterns as integers
             a = a.to(acc.dtype)
             b = b.to(acc.dtype)
-        return tl.dot(a, b, acc, input_precision=PRECISION)
+        # out_dtype defaults to float32 in some triton releases (3.6), which then reject a float64
+        # accumulator; named, it is right in all of them.
+        return tl.dot(a, b, acc, input_precision=PRECISION, out_dtype=acc.dtype)
 
     @triton.jit
     def _activate(a, RELU: tl.constexpr):
@@ -221,8 +226,9 @@ class Plan:
 
 
 def choose_plan(batch: int, hidden: int, dtype: torch.dtype) -> Plan:
-    """A small, untuned heuristic: W_hh resident when it fits, tiles of TILE otherwise, up to
-    MAX_BLOCK_B rows per program (more programs for larger batches)."""
+    """A small heuristic, of which only the rows per program were timed on a GPU: W_hh resident
+    when it fits, tiles of TILE otherwise, up to MAX_BLOCK_B rows per program (more programs
+    for larger batches)."""
     padded = max(16, triton.next_power_of_2(hidden))  # tl.dot needs edges of at least 16
     resident = padded * padded * dtype.itemsize <= RESIDENT_BYTES
     tile = padded if resident else TILE

@@ -224,7 +224,8 @@ def compile_for_gpu(dtype: str, batch: int, hidden: int, reverse: bool, relu: bo
         except Exception as exc:  # reported to the test, which shows it
             while exc.__cause__ is not None:  # the innermost CompilationError says what, last
                 exc = exc.__cause__
-            outcome = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1]}"
+            said = str(exc).strip().splitlines() or ["(no message)"]  # a bare assert has none
+            outcome = f"{type(exc).__name__}: {said[-1]}"
         outcomes[f"{label} {kernel.fn.__name__}"] = outcome
     return outcomes
 

@@ -5,13 +5,16 @@
 #
 #   bash scripts/gpu_check.sh [--rehearse | --dry-run] [PHASE...]
 #
-# PHASE: checks, bench, report (default all three; the install and the environment always run).
+# PHASE: checks, bench, others, report (default all four; the install and the environment
+# always run).
 #   checks  at once: `rnnbench conform` of native, eager, compile, triton (--quick), the half-
-#           precision rows of native, eager, triton, scripts/half_tolerance.py, the kernels cuDNN
-#           launches (scripts/cudnn_kernels.py), and a warm-up bench of compile and triton that
-#           fills the compiler caches, so that the timed runs do not spend their limits
-#           compiling (its files keep the cold first calls);
-#   bench   `rnnbench bench --preset goals --impl native,triton,compile,eager`, TF32 off, then on;
+#           precision rows of native, eager, triton, scripts/half_tolerance.py and the kernels
+#           cuDNN launches (scripts/cudnn_kernels.py);
+#   bench   `rnnbench bench --preset goals --impl native,triton`, TF32 off, then on; then the
+#           kernel's recurrence over batch sizes and rows per program (scripts/triton_plans.py);
+#   others  `rnnbench bench --preset goals --kind rnn --impl native,compile,eager`, TF32 off:
+#           compile's first calls trace the unrolled loop again in every process (7-25 s a
+#           workload on an H200), so it gets the rnn workloads, after the goals' timings;
 #   report  `rnnbench report` of the checks and the TF32-off timings, another of the TF32-on
 #           ones, and the two timings side by side (scripts/goals_table.py).
 # --rehearse: the same steps on this machine's CPU (TRITON_INTERPRET=1, device cpu, the rnn
@@ -26,19 +29,21 @@
 #   report.md          report/report.md, readable without unpacking
 #   steps.txt          the environment, then one line per step: exit code, seconds, limit
 # Environment: OUT (default out-gpu-check), PYTHON (default python3), RNNBENCH_INSTALL=target
-# (install a copy on PYTHONPATH even where the interpreter's environment can be written).
+# (install a copy on PYTHONPATH even where the interpreter's environment can be written),
+# IMPLS (the implementations the checks conform, default "native eager compile triton": a
+# second call after a fix can check only the one fixed).
 # Exit 0 when every step exited 0, 1 otherwise, 2 for a wrong argument or no GPU.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 usage() { echo "gpu_check: $*; usage: bash scripts/gpu_check.sh [--rehearse | --dry-run]" \
-               "[checks] [bench] [report]" >&2; exit 2; }
+               "[checks] [bench] [others] [report]" >&2; exit 2; }
 REHEARSE=0 DRY_RUN=0 PHASES=()
 for arg in "$@"; do
     case $arg in
         --rehearse) REHEARSE=1 ;;
         --dry-run) DRY_RUN=1 ;;
-        checks|bench|report) PHASES+=("$arg") ;;
+        checks|bench|others|report) PHASES+=("$arg") ;;
         *) usage "unknown argument '$arg'" ;;
     esac
 done
@@ -53,13 +58,16 @@ RESULTS=$WORK/results
 mkdir -p "$RESULTS" "$WORK/logs"
 export PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-$WORK/inductor}
-CHECKED=(native eager compile triton)
+read -ra CHECKED <<< "${IMPLS:-native eager compile triton}"
 HALF_ROWS='*float16/*'      # forward-float16, gradients-bfloat16, ...: none is on the quick list
 
-# Limits in seconds. On the device: install 60 + environment 30 + checks 180 (at once) + two
-# timed runs of 90 + reports 30 (at once) = 480 s, 8 minutes.
+# Limits in seconds. On the device: install 20 + environment 30 + checks 180 (at once) + two
+# timed runs of 65 + the plans 30 + the others' run 60 + reports 30 (at once) = 480 s, 8 minutes.
+# On an H200 the steps took 3-4, 7-12, 165 (compile's conformance; the rest 11-25), 17-21, 7,
+# 38 and 4-8 s.
 if [ "$REHEARSE" = 1 ]; then
     DEVICE=cpu BENCH_NAME=rehearsal BENCH_BUDGET=0.02 SEEDS=1
+    PLANS=(--steps 3 --hidden 32 --batches 4,16 --repeats 2)
     export TRITON_INTERPRET=1
     KINDS=(--kind rnn)
     BENCH=(--workload "$WORK/rehearsal-workloads.json")
@@ -74,19 +82,21 @@ if [ "$REHEARSE" = 1 ]; then
  ]
 }
 EOF
-    LIMIT_INSTALL=180 LIMIT_ENV=90 LIMIT_CHECKS=900 LIMIT_BENCH=400 LIMIT_REPORT=240
+    LIMIT_INSTALL=180 LIMIT_ENV=90 LIMIT_CHECKS=900 LIMIT_BENCH=400 LIMIT_PLANS=300
+    LIMIT_OTHERS=400 LIMIT_REPORT=240
 else
     DEVICE=cuda BENCH_NAME=goals BENCH_BUDGET=0.5 SEEDS=3
+    PLANS=()
     unset TRITON_INTERPRET      # the kernels are compiled for the GPU
     KINDS=()
     BENCH=(--preset goals)
-    LIMIT_INSTALL=60 LIMIT_ENV=30 LIMIT_CHECKS=180 LIMIT_BENCH=90 LIMIT_REPORT=30
+    LIMIT_INSTALL=20 LIMIT_ENV=30 LIMIT_CHECKS=180 LIMIT_BENCH=65 LIMIT_PLANS=30
+    LIMIT_OTHERS=60 LIMIT_REPORT=30
 fi
 # conform stops itself 30 s before its step's limit, so that its document says what it skipped;
 # one check may take CHECK_LIMIT, as a first compile does while the other steps share the
 # machine (conform's default, 60 s, ended one in the rehearsal).
 CONFORM_BUDGET=$((LIMIT_CHECKS - 30)) CHECK_LIMIT=120
-WARM_UP_LIMIT=$((LIMIT_CHECKS / 2))     # two warm-ups, one after the other
 
 pack() {
     [ "$DRY_RUN" = 1 ] && return
@@ -193,7 +203,8 @@ if want checks; then
             --device "$DEVICE" --quick "${KINDS[@]}" --budget "$CONFORM_BUDGET" \
             --timeout "$CHECK_LIMIT" --json "$RESULTS/conformance-$impl-$DEVICE.json" &
     done
-    for impl in native eager triton; do      # compile would build a graph per case and dtype
+    for impl in "${CHECKED[@]}"; do
+        [ "$impl" = compile ] && continue   # it would build a graph per case and dtype
         step checks "conform-$impl-$DEVICE-half" "$LIMIT_CHECKS" "${RNNBENCH[@]}" conform "$impl" \
             --device "$DEVICE" --check "$HALF_ROWS" "${KINDS[@]}" --budget "$CONFORM_BUDGET" \
             --timeout "$CHECK_LIMIT" --json "$RESULTS/conformance-$impl-$DEVICE-half.json" &
@@ -202,14 +213,6 @@ if want checks; then
         --device "$DEVICE" --seeds "$SEEDS" "${KINDS[@]}" &
     step checks "cudnn-kernels-$DEVICE" "$LIMIT_CHECKS" "$PY" scripts/cudnn_kernels.py \
         "${BENCH[@]}" --device "$DEVICE" &
-    {
-        step checks "warm-up-$DEVICE" "$WARM_UP_LIMIT" "${RNNBENCH[@]}" bench "${BENCH[@]}" \
-            --device "$DEVICE" --impl compile,triton --budget 0.01 \
-            --json "$RESULTS/warm-up-$BENCH_NAME-$DEVICE.json"
-        step checks "warm-up-$DEVICE-tf32" "$WARM_UP_LIMIT" env TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 \
-            "${RNNBENCH[@]}" bench "${BENCH[@]}" --device "$DEVICE" --impl compile,triton \
-            --budget 0.01 --json "$RESULTS/warm-up-$BENCH_NAME-$DEVICE-tf32.json"
-    } &
     wait
     if [ "$DRY_RUN" != 1 ]; then
         cp "$WORK/logs/half-tolerance-$DEVICE.log" "$WORK/logs/cudnn-kernels-$DEVICE.log" \
@@ -220,14 +223,23 @@ fi
 
 BENCH_IEEE=$RESULTS/bench-$BENCH_NAME-$DEVICE.json
 BENCH_TF32=$RESULTS/bench-$BENCH_NAME-$DEVICE-tf32.json
-TIMED=(bench "${BENCH[@]}" --device "$DEVICE" --impl native,triton,compile,eager
-       --budget "$BENCH_BUDGET")
+BENCH_OTHERS=$RESULTS/bench-$BENCH_NAME-$DEVICE-compile-eager.json
+TIMED=(bench "${BENCH[@]}" --device "$DEVICE" --budget "$BENCH_BUDGET")
 if want bench; then
     step bench "bench-$BENCH_NAME-$DEVICE" "$LIMIT_BENCH" "${RNNBENCH[@]}" "${TIMED[@]}" \
-        --json "$BENCH_IEEE"
+        --impl native,triton --json "$BENCH_IEEE"
     pack
     step bench "bench-$BENCH_NAME-$DEVICE-tf32" "$LIMIT_BENCH" \
-        env TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 "${RNNBENCH[@]}" "${TIMED[@]}" --json "$BENCH_TF32"
+        env TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 "${RNNBENCH[@]}" "${TIMED[@]}" \
+        --impl native,triton --json "$BENCH_TF32"
+    step bench "triton-plans-$DEVICE" "$LIMIT_PLANS" "$PY" scripts/triton_plans.py \
+        --device "$DEVICE" "${PLANS[@]}"
+    [ "$DRY_RUN" = 1 ] || cp "$WORK/logs/triton-plans-$DEVICE.log" "$RESULTS/"
+    pack
+fi
+if want others; then
+    step others "bench-$BENCH_NAME-$DEVICE-compile-eager" "$LIMIT_OTHERS" "${RNNBENCH[@]}" \
+        "${TIMED[@]}" --kind rnn --impl native,compile,eager --json "$BENCH_OTHERS"
     pack
 fi
 
@@ -242,8 +254,12 @@ if want report; then
         --out "$WORK/report" &
     step report "report-$DEVICE-tf32" "$LIMIT_REPORT" "${RNNBENCH[@]}" report "$BENCH_TF32" \
         --out "$WORK/report-tf32" &
+    tabled=()       # the timings a partial rerun made
+    for named in "ieee=$BENCH_IEEE" "tf32=$BENCH_TF32" "ieee-compile-eager=$BENCH_OTHERS"; do
+        [ "$DRY_RUN" = 1 ] || [ -e "${named#*=}" ] && tabled+=("$named")
+    done
     step report "goals-table-$DEVICE" "$LIMIT_REPORT" "$PY" scripts/goals_table.py \
-        "ieee=$BENCH_IEEE" "tf32=$BENCH_TF32" &
+        "${tabled[@]}" &
     wait
     [ "$DRY_RUN" = 1 ] || cp "$WORK/logs/goals-table-$DEVICE.log" "$RESULTS/goals-table-$DEVICE.md"
     pack

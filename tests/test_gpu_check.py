@@ -27,19 +27,22 @@ import goals_table  # noqa: E402
 needs_bash = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 
 
-def gpu_check(*args, out=None) -> subprocess.CompletedProcess:
+def gpu_check(*args, out=None, impls=None) -> subprocess.CompletedProcess:
     env = {**os.environ, "OUT": str(out or "unused"), "PYTHON": sys.executable}
+    env.pop("IMPLS", None)
+    if impls is not None:
+        env["IMPLS"] = impls
     return subprocess.run(["bash", str(SCRIPT), *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=60)
 
 
-def planned(*args) -> list[tuple[str, str, int, list[str]]]:
+def planned(*args, impls=None) -> list[tuple[str, str, int, list[str]]]:
     """(phase, step, limit, command) of every step the script would run."""
-    done = gpu_check("--dry-run", *args)
+    done = gpu_check("--dry-run", *args, impls=impls)
     assert done.returncode == 0, done.stderr
     steps = []
     for line in done.stdout.splitlines():
-        match = re.fullmatch(r"(install|checks|bench|report) (\S+) (\d+): (.*)", line)
+        match = re.fullmatch(r"(install|checks|bench|others|report) (\S+) (\d+): (.*)", line)
         if match:
             phase, name, limit, command = match.groups()
             steps.append((phase, name, int(limit), shlex.split(command)))
@@ -56,13 +59,10 @@ def test_the_device_call_ends_within_eight_minutes():
     limits = {}
     for phase, name, limit, _ in steps:
         limits.setdefault(phase, []).append((name, limit))
-    # install and bench run their steps one after the other; checks and report at once, except
-    # the two warm-ups, which run one after the other beside the other checks
-    warm_up = sum(limit for name, limit in limits["checks"] if name.startswith("warm-up"))
-    at_once = max([warm_up] + [limit for name, limit in limits["checks"]
-                               if not name.startswith("warm-up")])
-    total = (sum(limit for _, limit in limits["install"]) + at_once
-             + sum(limit for _, limit in limits["bench"])
+    # install, bench and others run their steps one after the other; checks and report at once
+    total = (sum(limit for _, limit in limits["install"])
+             + max(limit for _, limit in limits["checks"])
+             + sum(limit for _, limit in limits["bench"] + limits["others"])
              + max(limit for _, limit in limits["report"]))
     assert total <= DEVICE_SECONDS
 
@@ -83,15 +83,31 @@ def test_the_device_call_checks_and_times_every_implementation_the_issue_names()
     [tolerance] = commands(steps, "half-tolerance-cuda")
     assert "scripts/half_tolerance.py" in tolerance and "cuda" in tolerance
     ieee, tf32 = commands(steps, "bench-goals-cuda"), commands(steps, "bench-goals-cuda-tf32")
+    [others] = commands(steps, "bench-goals-cuda-compile-eager")
     for [timed] in (ieee, tf32):
         assert timed[timed.index("--preset") + 1] == "goals"
-        assert timed[timed.index("--impl") + 1] == "native,triton,compile,eager"
+        assert timed[timed.index("--impl") + 1] == "native,triton"
+    # compile traces each workload's unrolled loop anew in every process: once, on the rnn kind
+    assert others[others.index("--impl") + 1] == "native,compile,eager"
+    assert others[others.index("--kind") + 1] == "rnn" and "goals" in others
     assert "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1" in tf32[0]
-    assert not any(word.startswith("TORCH_ALLOW_TF32") for word in ieee[0])
+    assert not any(word.startswith("TORCH_ALLOW_TF32") for word in ieee[0] + others)
+    [plans] = commands(steps, "triton-plans-cuda")
+    assert "scripts/triton_plans.py" in plans
     [tf32_report] = commands(steps, "report-cuda-tf32")
     [table] = commands(steps, "goals-table-cuda")
     assert tf32[0][-1] in tf32_report and ieee[0][-1] not in tf32_report
     assert {f"ieee={ieee[0][-1]}", f"tf32={tf32[0][-1]}"} <= set(table)
+
+
+@needs_bash
+def test_a_second_call_can_check_only_the_implementations_named():
+    steps = planned("checks", impls="triton")
+    assert {name for _, name, _, _ in steps if name.startswith("conform-")} == \
+           {"conform-triton-cuda", "conform-triton-cuda-half"}
+    compile_only = planned("checks", impls="compile")
+    assert [name for _, name, _, _ in compile_only if name.startswith("conform-")] == \
+           ["conform-compile-cuda"]      # no half-precision rows: a graph per case and dtype
 
 
 @needs_bash
@@ -209,3 +225,25 @@ def test_the_kernel_list_without_cuda_says_so(capsys, monkeypatch):
     with pytest.raises(SystemExit) as exit_:
         cudnn_kernels.main(["--preset", "goals"])
     assert exit_.value.code == 2 and "no CUDA device" in capsys.readouterr().err
+
+
+# --- scripts/triton_plans.py --------------------------------------------------------------------
+
+def test_the_plans_table_times_each_batch_at_each_rows_per_program():
+    # The kernels run on the CPU only under the interpreter, which triton reads at import.
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "triton_plans.py"),
+                           "--device", "cpu", "--steps", "2", "--hidden", "16",
+                           "--batches", "4,16", "--rows", "16,2", "--repeats", "1"],
+                          cwd=ROOT, env={**os.environ, "TRITON_INTERPRET": "1"},
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    header, *rows = done.stdout.splitlines()
+    assert header.startswith("forward, T=2, H=16, float32, TF32 off")
+    timed = {}
+    for line in rows:
+        batch = int(re.match(r"B=(\d+) ", line).group(1))
+        assert re.search(r"torch\.nn +\d+ µs", line)
+        timed[batch] = [tuple(map(int, found)) for found in
+                        re.findall(r"(\d+) rows x +(\d+) programs +\d+ µs", line)]
+    # the default plan's rows first (up to MAX_BLOCK_B, 8), then the others, each once
+    assert timed == {4: [(4, 1), (16, 1), (2, 2)], 16: [(8, 2), (16, 1), (2, 8)]}

@@ -4,6 +4,8 @@
 `main(options, send)`; `send(event, **fields)` writes one JSON event per line on a pipe of its
 own, apart from what the code prints. The parent reads the events with a deadline
 (`next_event`), so a child that hangs is found out, and one that dies says how (`finish`).
+With `preloaded=True` the child is forked from a server that has imported torch and `module`
+(`rnnbench.fork_server`), where one can start it as this would; else it is a fresh process.
 
 Bounds, whatever the code does:
 - **memory**: the child's private writable memory (RLIMIT_DATA: its heap, arrays and tensors;
@@ -26,10 +28,12 @@ import subprocess
 import sys
 import time
 
+from rnnbench import fork_server
 from rnnbench.printable import printable
 
 MEMORY_FRACTION = 0.5
 TAIL_BYTES = 64 << 10
+FORKED_EXIT_S = 10.0  # a killed child's exit code from the fork server: at once unless it died
 GIB = 1 << 30
 # The child imports rnnbench, not a folder of that name in the working directory, which
 # `python -c` would put first on sys.path; the working directory stays importable, last.
@@ -106,15 +110,20 @@ class ChildProcess:
     """One child process (see the module) and the parent's ends of its event and output pipes."""
 
     def __init__(self, module: str, options: dict, *, memory_limit: int | None = None,
-                 tail_bytes: int = TAIL_BYTES, env: dict | None = None):
+                 tail_bytes: int = TAIL_BYTES, env: dict | None = None, preloaded: bool = False):
         events_read, events_write = os.pipe()
         output_read, output_write = os.pipe()
         payload = {**options, "module": module, "fd": events_write, "memory_limit": memory_limit}
         try:
-            self.process = subprocess.Popen(
+            forked = None
+            if preloaded and (server := fork_server.shared_server(["torch", module])):
+                forked = server.start(payload, dict(os.environ) if env is None else env,
+                                      os.getcwd(), events_write, output_write)
+            self.forked = forked is not None
+            self.process = forked or subprocess.Popen(
                 [sys.executable, "-c", LAUNCHER, json.dumps(payload)], stdin=subprocess.DEVNULL,
                 stdout=output_write, stderr=output_write, pass_fds=(events_write,), env=env,
-                start_new_session=True)     # its own process group: see `_end_group`
+                start_new_session=True)     # its own process group: see `_end`
         except BaseException:
             os.close(events_read)
             os.close(output_read)
@@ -130,7 +139,8 @@ class ChildProcess:
         self.selector.register(output_read, selectors.EVENT_READ, "output")
         self.events_open = True
         self.closed = False
-        self.returncode: int | None = None
+        self.ended = False
+        self.returncode: int | None = None  # None after `_end` too when the fork server died
 
     def __enter__(self) -> "ChildProcess":
         return self
@@ -188,6 +198,8 @@ class ChildProcess:
                 time.sleep(min(remaining, 0.05))
         self._end()
         code = self.returncode
+        if code is None:
+            return "ended, and the fork server that started it ended before saying how"
         if code < 0:
             return f"was killed by {signal.Signals(-code).name}"
         return f"exited with status {code}"
@@ -205,8 +217,10 @@ class ChildProcess:
     def _exited(self) -> bool:
         """Whether the child has exited, without reaping it: its process ID, and so its group
         ID, stays reserved until `_end` has killed the group."""
-        if self.returncode is not None:
+        if self.ended:
             return True
+        if self.forked:     # the server reaps it once it has killed its group
+            return self.process.ended()
         try:
             return os.waitid(os.P_PID, self.process.pid,
                              os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
@@ -216,12 +230,15 @@ class ChildProcess:
     def _end(self) -> None:
         """Kill the process group (the child, if running, and whatever it started), reap the
         child, close the pipes."""
-        if self.returncode is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            self.returncode = self.process.wait()
+        if not self.ended:
+            if not (self.forked and self.process.ended()):     # else its group may be gone
+                try:
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            self.returncode = (self.process.wait(timeout=FORKED_EXIT_S) if self.forked
+                               else self.process.wait())
+            self.ended = True
         if not self.closed:
             for key in list(self.selector.get_map().values()):
                 os.close(key.fd)

@@ -189,9 +189,11 @@ class _Run:
         """One child from item `start` on, until it finishes, dies or hangs."""
         options = {**self.options, "start": start, "skip_kinds": sorted(self.skip_kinds),
                    "calibrate": self.reference_s is not None}
+        # Forked from a server with torch imported: a run of the quick list starts a child
+        # per implementation (and one more after each crash), each 2-3 CPU-s of import.
         with PrivateCache() as cache, ChildProcess("rnnbench.suites.child", options,
                                                    memory_limit=self.memory_limit,
-                                                   env=cache.env()) as child:
+                                                   env=cache.env(), preloaded=True) as child:
             running, planned, since = None, False, time.monotonic()
             last_result_at = None   # what the child compiled before this is whole
             while True:

@@ -33,7 +33,6 @@ from rnnbench.printable import printable
 
 MEMORY_FRACTION = 0.5
 TAIL_BYTES = 64 << 10
-FORKED_EXIT_S = 10.0  # a killed child's exit code from the fork server: at once unless it died
 GIB = 1 << 30
 # The child imports rnnbench, not a folder of that name in the working directory, which
 # `python -c` would put first on sys.path; the working directory stays importable, last.
@@ -116,9 +115,10 @@ class ChildProcess:
         payload = {**options, "module": module, "fd": events_write, "memory_limit": memory_limit}
         try:
             forked = None
-            if preloaded and (server := fork_server.shared_server(["torch", module])):
+            if preloaded and (server := fork_server.shared_server(f"{__name__}:child_main",
+                                                                  ["torch", module])):
                 forked = server.start(payload, dict(os.environ) if env is None else env,
-                                      os.getcwd(), events_write, output_write)
+                                      events_write, output_write)
             self.forked = forked is not None
             self.process = forked or subprocess.Popen(
                 [sys.executable, "-c", LAUNCHER, json.dumps(payload)], stdin=subprocess.DEVNULL,
@@ -231,13 +231,14 @@ class ChildProcess:
         """Kill the process group (the child, if running, and whatever it started), reap the
         child, close the pipes."""
         if not self.ended:
-            if not (self.forked and self.process.ended()):     # else its group may be gone
+            # A forked child's group the server killed before it sent the exit code.
+            reported = self.forked and self.process.ended() and self.process.returncode is not None
+            if not reported:
                 try:
                     os.killpg(self.process.pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
                     pass
-            self.returncode = (self.process.wait(timeout=FORKED_EXIT_S) if self.forked
-                               else self.process.wait())
+            self.returncode = self.process.wait()
             self.ended = True
         if not self.closed:
             for key in list(self.selector.get_map().values()):

@@ -120,6 +120,22 @@ def test_children_started_at_once_from_two_threads_keep_their_own_exit_codes(chi
     assert endings == {code: f"exited with status {code}" for code in range(1, 40)}
 
 
+def test_a_child_whose_server_died_is_still_killed_with_what_it_started(child_module,
+                                                                         own_server):
+    with preloaded({"sleeper": True}) as child:
+        started = child.next_event(120)
+        [server] = own_server.values()
+        server.process.kill()
+        server.process.wait()
+        child.kill()
+        assert child.returncode is None     # nobody could say how it ended
+        assert not alive(child.process.pid)
+    deadline = time.monotonic() + 10
+    while alive(started["pid"]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(started["pid"])
+
+
 def test_a_dead_server_is_said_and_the_next_child_starts_fresh(child_module, own_server):
     with preloaded({"hold": 2}) as child:
         assert child.next_event(120) == {"event": "done"}
@@ -139,14 +155,25 @@ def test_a_dead_server_is_said_and_the_next_child_starts_fresh(child_module, own
 def test_the_server_imports_nothing_that_reads_the_variables_a_child_may_change():
     # Inductor reads its variables when it is used; were it imported with torch or the
     # conformance child, a forked child would run with the server's values of them.
-    done = subprocess.run([sys.executable, "-c",
-                           "import sys, torch, rnnbench.suites.child; "
-                           "print(sorted(m for m in sys.modules if m.startswith('torch._inductor')))"],
-                          capture_output=True, text=True, timeout=120)
+    listing = ("import sys, torch, rnnbench.suites.child; "
+               "print(sorted(m for m in sys.modules if m.startswith('torch._inductor')))")
+    done = subprocess.run([sys.executable, "-c", listing], capture_output=True, text=True,
+                          timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
-    assert all(prefix.lstrip("_").startswith("TORCHINDUCTOR_")
-               for prefix in fork_server.PER_CHILD_PREFIXES)
+    assert fork_server.PER_CHILD_ENV == {"TORCHINDUCTOR_CACHE_DIR",
+                                         "_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR"}
+
+
+def test_a_variable_that_torch_reads_at_import_is_never_the_servers(child_module, own_server,
+                                                                    monkeypatch):
+    with preloaded({"code": 0}) as child:    # the server starts without it
+        assert child.forked
+        child.next_event(120)
+        child.finish()
+    monkeypatch.setenv("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")  # torch.compiler.config's
+    with preloaded({"code": 0}) as child:
+        assert not child.forked
 
 
 def test_a_child_may_differ_from_the_server_in_inductors_variables_alone(child_module, own_server,
@@ -160,3 +187,72 @@ def test_a_child_may_differ_from_the_server_in_inductors_variables_alone(child_m
             assert child.finish() == "exited with status 0"
     [server] = own_server.values()
     assert "_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR" not in server.env
+
+
+ENDINGS = """
+import os
+import sys
+import threading
+import time
+
+def main(options, send):
+    send("done")
+    how = options["how"]
+    if how == "thread":     # a non-daemon thread is joined at exit
+        threading.Thread(target=lambda: (time.sleep(0.2), print("the thread finished"))).start()
+    elif how == "file":     # an open file is flushed at exit
+        global kept
+        kept = open("kept.txt", "w")
+        kept.write("written")
+    elif how == "huge":
+        sys.exit(2 ** 70)
+    elif how == "interrupt":
+        raise KeyboardInterrupt
+    elif how == "seed":
+        import random
+        import torch
+        print(random.random(), torch.rand(1).item())
+    return 0
+"""
+
+
+@pytest.mark.parametrize("how", ["thread", "file", "huge", "interrupt", "seed"])
+def test_a_preloaded_child_ends_as_a_fresh_one_ends(tmp_path, monkeypatch, own_server, how):
+    (tmp_path / "endings.py").write_text(ENDINGS)
+    monkeypatch.chdir(tmp_path)
+    seen = {}
+    for forked in (False, True, True):
+        with ChildProcess("endings", {"how": how}, env=dict(os.environ),
+                          preloaded=forked) as child:
+            assert child.forked == forked
+            assert child.next_event(120) == {"event": "done"}
+            ending = child.finish()
+            kept = tmp_path / "kept.txt"
+            seen.setdefault(forked, []).append((ending, child.last_line(),
+                                                kept.read_text() if kept.exists() else None))
+            kept.unlink(missing_ok=True)
+    fresh, forked = seen[False][0], seen[True]
+    if how == "seed":   # fresh seeds in every child, as at a fresh start
+        assert len({fresh[1], forked[0][1], forked[1][1]}) == 3
+    else:
+        assert forked == [fresh, fresh]
+        assert {"thread": fresh[1] == "the thread finished", "file": fresh[2] == "written",
+                "huge": fresh[0] == "exited with status 255",
+                "interrupt": fresh[0] == "was killed by SIGINT"}[how]
+
+
+def test_a_child_started_from_a_removed_folder_is_a_fresh_process(tmp_path, monkeypatch,
+                                                                  own_server):
+    (tmp_path / "endings.py").write_text(ENDINGS)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    for removed in (False, True):   # the server starts in the folder, then it goes
+        if removed:
+            gone.rmdir()
+        with ChildProcess("endings", {"how": "huge"}, env=dict(os.environ),
+                          preloaded=True) as child:
+            assert child.forked != removed
+            assert child.next_event(120) == {"event": "done"}
+            assert child.finish() == "exited with status 255"

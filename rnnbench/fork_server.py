@@ -157,17 +157,18 @@ class ForkServer:
         try:
             # One message, sent whole, and each child has its own status pipe: no lock.
             socket.send_fds(self.socket, [request], [events_fd, output_fd, status_write])
+            sent = True
+        except OSError:
+            sent = False
+        finally:
             os.close(status_write)
-            forked.pid = _ready_pid(forked, READY_TIMEOUT_S)
-        except BaseException as exc:
-            if status_write >= 0:
-                _close_quietly(status_write)
-            forked.close()
-            if isinstance(exc, OSError):
-                self.failed = True
-                return None
-            raise
-        if not forked.pid:  # no fork: a dead or stuck server, or fork failed there
+        if sent:
+            try:
+                forked.pid = _ready_pid(forked, READY_TIMEOUT_S)
+            except BaseException:
+                forked.close()
+                raise
+        if not forked.pid:  # not sent, or no fork: a dead or stuck server, or fork failed there
             self.failed = True
             forked.close()
             return None
@@ -181,13 +182,6 @@ class ForkServer:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
-
-
-def _close_quietly(fd: int) -> None:
-    try:
-        os.close(fd)
-    except OSError:
-        pass
 
 
 def _differs(env: dict, started: dict) -> bool:

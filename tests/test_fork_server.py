@@ -14,6 +14,7 @@ import pytest
 
 from rnnbench import fork_server
 from rnnbench.child_process import ChildProcess
+from test_child_bounds import running as alive
 
 pytestmark = pytest.mark.skipif(not fork_server.available(), reason="needs fork and fd passing")
 
@@ -52,14 +53,6 @@ def own_server(monkeypatch):
     yield fork_server._servers
     for server in fork_server._servers.values():
         server.close()
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def preloaded(options: dict, cache: str = "/tmp/private-cache") -> ChildProcess:

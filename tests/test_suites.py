@@ -525,6 +525,39 @@ def test_an_implementation_that_hangs_after_a_while_costs_a_bounded_time(tmp_pat
     assert doc.duration_s < 120
 
 
+SLOW_FIRST_CALL = textwrap.dedent("""
+    import time
+    import torch
+
+    class SlowFirstCall(torch.nn.GRUCell):
+        # A cell that spends a while on its process's first call, as torch.compile builds.
+        calls = 0
+
+        def forward(self, input, hx=None):
+            type(self).calls += 1
+            time.sleep(4 if type(self).calls == 1 else 0)
+            return super().forward(input, hx)
+""")
+
+
+def test_a_childs_first_check_may_take_longer_than_the_others(tmp_path, monkeypatch):
+    from rnnbench.suites import conform, isolation
+
+    monkeypatch.setattr(isolation, "native_seconds", dict)  # every check's limit: timeout_s,
+    monkeypatch.setattr(isolation, "reference_calibration_s", lambda: None)    # unscaled
+    (tmp_path / "slow.py").write_text(SLOW_FIRST_CALL)
+
+    def outcomes(first_check_s):
+        monkeypatch.setattr(isolation, "FIRST_CHECK_S", first_check_s)
+        doc = conform(f"{tmp_path / 'slow.py'}:SlowFirstCall", kinds=["gru_cell"], quick=True,
+                      timeout_s=2, checks="shapes/*")
+        return [r.outcome for r in doc.results], doc.results[0].message
+
+    assert outcomes(10.0) == (["passed"] * 5, "")
+    # Without the allowance every fresh child's first check times out, and the kind is given up.
+    assert outcomes(0.0) == (["error"] * 5, "the process timed out after 2 s")
+
+
 def test_the_run_budget_stops_a_run_and_says_so(tmp_path):
     from rnnbench.suites import conform
 

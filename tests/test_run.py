@@ -13,7 +13,8 @@ import pytest
 
 from rnnbench.cli import main
 from rnnbench.impls import load
-from rnnbench.commands.run import SPLIT, WORKERS, kind_groups, speedup_table
+from rnnbench.commands.run import (SPLIT, WORKERS, conformance_workers, kind_groups,
+                                   speedup_table)
 from rnnbench.reference.kinds import KINDS
 from rnnbench.suites.results import ConformanceRun
 
@@ -111,9 +112,13 @@ def available_builtins():
     return {n: registered()[n] for n in BUILTINS if registered()[n].unavailable_reason() is None}
 
 
-def test_conformance_runs_two_at_a_time_and_is_done_before_anything_is_timed(tmp_path, stages):
+def test_conformance_runs_a_child_per_four_cores_from_two_to_four_at_a_time():
+    assert [conformance_workers(cores) for cores in (1, 2, 8, 12, 16, 64)] == [2, 2, 2, 3, 4, 4]
+
+
+def test_conformance_runs_workers_at_a_time_and_is_done_before_anything_is_timed(tmp_path, stages):
     assert main(["run", "--out", str(tmp_path)]) == 0
-    assert stages["most_at_once"] == 2
+    assert stages["most_at_once"] == WORKERS
     children = sum(len(kind_groups(impl.kinds, name in SPLIT))
                    for name, impl in available_builtins().items())
     assert stages["finished_when_waited"] == [children]
@@ -122,7 +127,8 @@ def test_conformance_runs_two_at_a_time_and_is_done_before_anything_is_timed(tmp
 def test_compile_starts_first_and_fused_last_once_its_build_is_done(tmp_path, stages):
     main(["run", "--out", str(tmp_path)])
     started = [target for target, _ in stages["conformed"]]
-    assert started[:WORKERS] == ["compile"] * WORKERS
+    compile_children = len(kind_groups(available_builtins()["compile"].kinds))
+    assert started[:compile_children] == ["compile"] * compile_children == ["compile"] * 2
     if "fused" in available_builtins():     # among the last children at work
         assert "fused" in started[-WORKERS:]
 

@@ -31,6 +31,7 @@ stands at least every HEARTBEAT_S seconds.
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 import textwrap
 import threading
@@ -52,12 +53,23 @@ PRESET = "quick"
 HOST = "cpu"     # every run checks and times here
 GPU = "cuda"     # and here too, where torch sees a device
 WIDTH = 100     # the summary fits in this many columns
-# Conformance children at a time: one per core of the 2-core machines this is sized for; each
-# child is a single busy thread most of the time, and runs torch on its share of the cores
-# (child_threads): two children, the benchmark stage's preparation and fused's build sharing
-# 2 cores with torch's default of a thread per core cost each child twice the CPU time
-# (OpenMP threads spinning while they wait for a core).
-WORKERS = 2
+# Conformance children at a time: one per four cores this process may use, at least two, at
+# most four. Each child is a single busy thread most of the time, and runs torch on its share of
+# the cores (child_threads). On the 2-core machines this is sized for that is one child per core:
+# two children, the benchmark stage's preparation and fused's build sharing 2 cores with torch's
+# default of a thread per core cost each child twice the CPU time (OpenMP threads spinning while
+# they wait for a core). A machine with a GPU has many more cores and checks every built-in
+# twice (CPU and CUDA). On a 16-core machine with a GPU, the GPU check's conformance runs, all
+# at once beside its half-precision runs, kept every CUDA check of compile within its limit;
+# eight children at once did not (two of compile's CUDA checks past 60 s).
+
+
+def conformance_workers(cores: int) -> int:
+    """How many conformance children run at once on a machine with `cores` cores."""
+    return max(2, min(4, cores // 4))
+
+
+WORKERS = conformance_workers(len(os.sched_getaffinity(0)))
 # The order the conformance children start in (the others between these, in the registry's
 # order). compile first, its kinds checked by two children at once, one per group, so that the
 # one slow implementation keeps both cores busy from the start: it builds a graph per

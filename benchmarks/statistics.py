@@ -47,7 +47,8 @@ BIMODAL_GAP = 1.3
 BIMODAL_MIN_SHARE = 0.2
 SEED = 0
 FASTER, SLOWER, WITHIN_NOISE, NOT_JUDGED = RATIO_VERDICTS
-NOT_JUDGED_TEXT = "not judged: busy machine"
+# Why a ratio is not judged, as the screens say it.
+BUSY, BIMODAL = "busy machine", "bimodal samples"
 
 
 @dataclass(frozen=True)
@@ -55,12 +56,19 @@ class Ratio:
     """A speed-up over the baseline with what is known of its certainty.
 
     `ci` is the 95% interval where there is one; `verdict` one of RATIO_VERDICTS, or None (no
-    interval: no claim either way).
+    interval: no claim either way); `unjudged_because` why a "not_judged" verdict is one (BUSY
+    or BIMODAL).
     """
 
     value: float
     ci: tuple[float, float] | None = None
     verdict: str | None = None
+    unjudged_because: str = BUSY
+
+    @property
+    def not_judged_text(self) -> str:
+        """'not judged: busy machine' or 'not judged: bimodal samples'."""
+        return f"not judged: {self.unjudged_because}"
 
     @property
     def within_noise(self) -> bool:
@@ -77,8 +85,9 @@ def speedup(pairs: Sequence[tuple[BenchResult, BenchResult]], *, busy: bool = Fa
     workload and metric), summed up: the geometric mean of their `vs_native`, its interval
     from the raw samples (`ratio_interval`; a single result without samples keeps the
     interval its document states) and the verdict, "not_judged" when `busy`, when either side
-    of a pair has bimodal samples or when a document already said so. None when a pair has no
-    speed-up (`vs_native` is None), or there are no pairs."""
+    of a pair has bimodal samples or when a document already said so (a busy machine, unless
+    the samples say bimodal). None when a pair has no speed-up (`vs_native` is None), or there
+    are no pairs."""
     ratios = [vs_native(result, baseline) for baseline, result in pairs]
     if not ratios or None in ratios:
         return None
@@ -87,9 +96,11 @@ def speedup(pairs: Sequence[tuple[BenchResult, BenchResult]], *, busy: bool = Fa
     ci = ratio_interval([(baseline.samples_s, result.samples_s) for baseline, result in pairs])
     if ci is None and len(pairs) == 1:
         ci = pairs[0][1].vs_native_ci
-    unjudged = busy or any(bimodal_pair(*pair) or r.vs_native_verdict == NOT_JUDGED
-                           for pair in pairs for r in pair)
-    return Ratio(float(gmean(ratios)), ci, NOT_JUDGED if unjudged else verdict(ci))
+    bimodal = any(bimodal_pair(*pair) for pair in pairs)
+    unjudged = busy or bimodal or any(r.vs_native_verdict == NOT_JUDGED
+                                      for pair in pairs for r in pair)
+    return Ratio(float(gmean(ratios)), ci, NOT_JUDGED if unjudged else verdict(ci),
+                 BIMODAL if bimodal and not busy else BUSY)
 
 
 def interleaved(baseline: BenchResult, result: BenchResult) -> bool:

@@ -21,18 +21,20 @@ from rnnbench.errors import UsageError
 from rnnbench.reports.units import seconds
 
 
-def cells(result: BenchResult | None) -> list[str]:
-    """A result's median and speed-up cells; its status where it was not timed."""
+def cells(result: BenchResult | None, busy: bool) -> list[str]:
+    """A result's median and speed-up cells (from a document timed on a `busy` machine or
+    not); its status where it was not timed."""
     if result is None:
         return ["", ""]
     if result.status != "ok":
         return [result.status or "", "-"]
-    return [seconds(result.median_s), vs_native_cell(result)]
+    return [seconds(result.median_s), vs_native_cell(result, busy)]
 
 
-def tables(documents: dict[str, list[BenchResult]]) -> str:
+def tables(documents: dict[str, list[BenchResult]], busy: frozenset[str] = frozenset()) -> str:
     """One table per (workload, metric), in the order the documents list them: a row per
-    implementation, a median and a speed-up column per document."""
+    implementation, a median and a speed-up column per document (`busy`: the labels of those
+    timed on a busy machine)."""
     every = [r for results in documents.values() for r in results]
     timed = {(r.workload, r.metric, r.impl) for r in every if r.status in ("ok", "failed")}
     found: dict[tuple[str, str], list[str]] = {}
@@ -48,7 +50,8 @@ def tables(documents: dict[str, list[BenchResult]]) -> str:
     parts = []
     for (workload, metric), impls in found.items():
         rows = [[impl] + [cell for label in documents
-                          for cell in cells(lookup[label].get((workload, metric, impl)))]
+                          for cell in cells(lookup[label].get((workload, metric, impl)),
+                                            label in busy)]
                 for impl in impls]
         parts.append(f"{workload}, {metric}:\n\n"
                      + tabulate(rows, headers, tablefmt="github", disable_numparse=True))
@@ -60,7 +63,7 @@ def main(argv=None) -> int:
     parser.add_argument("documents", nargs="+", metavar="LABEL=FILE",
                         help="a bench document (rnnbench bench --json) and its column label")
     args = parser.parse_args(argv)
-    documents = {}
+    documents, busy = {}, set()
     try:
         for item in args.documents:
             label, _, path = item.rpartition("=")
@@ -68,10 +71,12 @@ def main(argv=None) -> int:
                 raise UsageError(f"{item}: expected LABEL=FILE, e.g. tf32=bench-goals-cuda-tf32.json")
             doc = read_json(path, BENCH_SCHEMAS, "bench document")
             documents[label] = [BenchResult.from_json(r) for r in doc["results"]]
+            if (doc.get("machine_check") or {}).get("busy") is True:
+                busy.add(label)
     except (UsageError, InvalidResult) as exc:
         print(f"goals_table.py: {exc}", file=sys.stderr)
         return 2
-    print(tables(documents))
+    print(tables(documents, frozenset(busy)))
     return 0
 
 

@@ -629,8 +629,8 @@ def test_vs_native_cells_never_show_a_speed_up_that_is_not_one():
     from rnnbench.benchmarks.result import BenchResult
     from rnnbench.commands.bench import vs_native_cell
 
-    def vs_native(fields):
-        return vs_native_cell(BenchResult(workload="w", metric="forward", **fields))
+    def vs_native(fields, busy=False):
+        return vs_native_cell(BenchResult(workload="w", metric="forward", **fields), busy)
 
     ok = {"status": "ok", "impl": "mine", "conforms": True, "vs_native": 1.3,
           "vs_native_ci": [1.2, 1.4], "vs_native_verdict": "faster"}
@@ -640,6 +640,9 @@ def test_vs_native_cells_never_show_a_speed_up_that_is_not_one():
     assert vs_native({**ok, "conforms": False, "vs_native": None}) == "non-conforming"
     assert vs_native({**ok, "impl": "native"}) == "baseline"
     assert vs_native({**ok, "vs_native_ci": None, "vs_native_verdict": None}) == "1.30x (no interval)"
+    unjudged = {**ok, "vs_native_verdict": "not_judged"}
+    assert vs_native(unjudged, busy=True) == "not judged: busy machine"
+    assert vs_native(unjudged) == "not judged: bimodal samples"
 
 
 def test_bench_says_a_busy_machine_in_its_first_line(workload_file, monkeypatch, capsys):

@@ -198,6 +198,7 @@ def test_on_a_busy_machine_a_clear_speed_up_is_not_judged_but_keeps_its_numbers(
     quiet, busy = speedup([pair]), speedup([pair], busy=True)
     assert quiet.verdict == "faster" and busy.verdict == "not_judged" and busy.not_judged
     assert (busy.value, busy.ci) == (quiet.value, quiet.ci)
+    assert busy.not_judged_text == "not judged: busy machine"
 
 
 def test_bimodal_samples_on_either_side_are_not_judged():
@@ -206,6 +207,9 @@ def test_bimodal_samples_on_either_side_are_not_judged():
     for base, candidate in ((steady, stalled), (stalled, steady)):
         ratio = speedup([(result("native", base), result("x", candidate))])
         assert ratio.verdict == "not_judged"
+        assert ratio.not_judged_text == "not judged: bimodal samples"
+        on_a_busy_machine = speedup([(result("native", base), result("x", candidate))], busy=True)
+        assert on_a_busy_machine.not_judged_text == "not judged: busy machine"
 
 
 def test_the_headline_is_the_geometric_mean_with_the_bootstrap_of_all_samples():

@@ -28,7 +28,7 @@ from tabulate import tabulate
 from rnnbench.benchmarks.isolation import DEFAULT_TIMEOUT_S
 from rnnbench.benchmarks.machine import busy_lines
 from rnnbench.benchmarks.result import BenchResult
-from rnnbench.benchmarks.statistics import NOT_JUDGED_TEXT, Ratio
+from rnnbench.benchmarks.statistics import BIMODAL, BUSY, Ratio
 from rnnbench.benchmarks.workloads import MAX_THREADS, load_workloads, preset_names
 from rnnbench.errors import UsageError
 from rnnbench.printable import printable_data
@@ -199,8 +199,9 @@ def render(doc: dict) -> str:
     lines += [_peak_line(peak, check), ""]
     results = [BenchResult.from_json(r) for r in doc["results"]]
     timed = [r for r in results if r.status in ("ok", "failed")]
+    busy = check.get("busy") is True
     for (workload, metric), group in _grouped(timed).items():
-        rows = [[r.impl, _median(r), _iqr(r), vs_native_cell(r), _number(r.gflops, "{:.1f}"),
+        rows = [[r.impl, _median(r), _iqr(r), vs_native_cell(r, busy), _number(r.gflops, "{:.1f}"),
                  _number(r.peak_fraction, "{:.0%}"), _seconds(r.first_call_s)]
                 for r in group]
         lines += [f"{workload}: {metric}",
@@ -240,9 +241,10 @@ def _grouped(results: list[BenchResult]) -> dict[tuple[str, str], list[BenchResu
     return groups
 
 
-def vs_native_cell(result: BenchResult) -> str:
+def vs_native_cell(result: BenchResult, busy: bool = False) -> str:
     """The ratio to the baseline as the table shows it: never a speed-up for a result that does
-    not conform, whose interval contains 1.0 or that is not judged."""
+    not conform, whose interval contains 1.0 or that is not judged (timed on a `busy` machine,
+    or bimodal samples)."""
     if result.status != "ok":
         return "-"
     if result.conforms is False:
@@ -251,14 +253,15 @@ def vs_native_cell(result: BenchResult) -> str:
         return "baseline"
     if result.vs_native is None:
         return "-"
-    return ratio_cell(Ratio(result.vs_native, result.vs_native_ci, result.vs_native_verdict))
+    return ratio_cell(Ratio(result.vs_native, result.vs_native_ci, result.vs_native_verdict,
+                            BUSY if busy else BIMODAL))
 
 
 def ratio_cell(ratio: Ratio) -> str:
     """A speed-up as `bench`'s and `run`'s tables show it: '1.30x (1.20-1.40)', or what stands
     in for it when it is no claim (within noise, not judged, no interval)."""
     if ratio.not_judged:
-        return NOT_JUDGED_TEXT
+        return ratio.not_judged_text
     if ratio.within_noise:
         return WITHIN_NOISE
     if ratio.ci:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from rnnbench.benchmarks.statistics import NOT_JUDGED_TEXT, bimodal
+from rnnbench.benchmarks.statistics import bimodal
 from rnnbench.findings import group_failures
 from rnnbench.suites.results import judge, summary_phrase
 from rnnbench.reports import analysis, runs
@@ -208,13 +208,20 @@ def _verdict_of(results: Results, source: Source) -> str:
     case_list = ", quick case list" if source.quick else ""
     cut = ", interrupted: incomplete" if source.interrupted else ""
     phrase = summary_phrase(judge(checks, source.interrupted))
-    bad = counts["failed"] + counts["error"]
-    if not bad:
+    # A check cut by a time limit or a budget is no finding: it did not finish.
+    unfinished = sum(c.outcome == "error" and bool(c.numbers.get("incomplete")) for c in checks)
+    bad = counts["failed"] + counts["error"] - unfinished
+    if not bad and not unfinished:
         return (f"{phrase}{case_list}{cut} ({counted(counts['passed'], 'check')})"
                 if counts["passed"] else f"nothing applicable{case_list}")
+    total = counted(len(checks), "check")
+    if bad:
+        said = f"{bad} of {total} fail{'s' * (bad == 1)}"
+        said += f", {unfinished} did not finish" if unfinished else ""
+    else:
+        said = f"{unfinished} of {total} did not finish"
     causes = len(group_failures(checks))
-    return (f"{phrase}{case_list}{cut} ({bad} of {counted(len(checks), 'check')} "
-            f"fail{'s' * (bad == 1)}, {counted(causes, 'cause')})")
+    return f"{phrase}{case_list}{cut} ({said}, {counted(causes, 'cause')})"
 
 
 def _speed_summary(results: Results, impl: str, run: runs.Run | None,
@@ -259,7 +266,7 @@ def headline_text(line: analysis.Headline) -> str:
     ratio = line.ratio
     over = f"{line.count} result{'s' * (line.count != 1)}"
     if ratio.not_judged:
-        return f"{NOT_JUDGED_TEXT}, {over}"
+        return f"{ratio.not_judged_text}, {over}"
     if ratio.ci is None:
         return f"{ratio.value:.2f}x (no interval in the inputs), {over}"
     interval = f"{ratio.ci[0]:.2f}–{ratio.ci[1]:.2f}"
@@ -274,7 +281,7 @@ def ratio_text(ratio: analysis.Ratio | None) -> str:
     if ratio is None:
         return ""
     if ratio.not_judged:
-        return NOT_JUDGED_TEXT
+        return ratio.not_judged_text
     interval = f" ({ratio.ci[0]:.2f}–{ratio.ci[1]:.2f})" if ratio.ci else ""
     if ratio.within_noise:
         return f"≈ {BASELINE}, within noise{interval}"

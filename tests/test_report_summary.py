@@ -391,9 +391,9 @@ def test_bimodal_samples_on_a_quiet_machine_are_not_judged(tmp_path):
                   result("fused", 0.5e-3, samples_s=stalled)])
     page = render(tmp_path, write(tmp_path / "b.json", doc))
     assert row(table(page["html"], "Who conforms, who is fastest"), "fused")[2] == \
-        "not judged: busy machine, 1 result"
+        "not judged: bimodal samples, 1 result"
     fused = row(table(page["html"], "Workload w"), "fused")
-    assert fused[6] == "not judged: busy machine" and "bimodal samples" in fused[-2]
+    assert fused[6] == "not judged: bimodal samples" and "bimodal samples" in fused[-2]
 
 
 def test_a_result_with_samples_gets_the_interval_of_its_samples_not_the_one_it_states(tmp_path):
@@ -407,3 +407,23 @@ def test_a_result_with_samples_gets_the_interval_of_its_samples_not_the_one_it_s
     fused = row(table(page["html"], "Workload w"), "fused")[6]
     low, high = interval_of(fused)
     assert fused.startswith("2.00x (") and 1.9 < low < 2.0 < high < 2.1
+
+
+def test_checks_cut_by_a_time_limit_did_not_finish_and_are_not_called_failures(tmp_path):
+    folder = tmp_path / "cpu-box-new"
+    shutil.copytree(FIXTURES / "cpu-box-new", folder)
+    fused = json.loads((folder / "conformance-fused.json").read_text())
+    timed_out = {"outcome": "error", "message": "the process timed out after 60 s",
+                 "diagnosis": None, "numbers": {"incomplete": True}}
+    fused["results"] = [{**r, **timed_out} if r["outcome"] == "error"
+                        else {**r, "outcome": "passed"} if r["kind"] == "lstm" else r
+                        for r in fused["results"]]
+    write(folder / "conformance-fused.json", fused)
+    rows = table(render(tmp_path, folder)["html"], "Who conforms, who is fastest")
+    assert row(rows, "fused")[1] == \
+        "DOES NOT CONFORM (4 of 8 checks fail, 2 did not finish, 3 causes)"
+    fused["results"] = [r if r["outcome"] == "error" else {**r, "outcome": "passed"}
+                        for r in fused["results"]]
+    write(folder / "conformance-fused.json", fused)
+    rows = table(render(tmp_path, folder)["html"], "Who conforms, who is fastest")
+    assert row(rows, "fused")[1] == "INCOMPLETE (2 of 8 checks did not finish, 1 cause)"

@@ -64,7 +64,8 @@ def add_arguments(parser) -> None:
                              "numerics (the outputs, gradients, state, init and dropout alone)")
     parser.add_argument("--timeout", type=float, default=None, metavar="S",
                         help="time limit per check in seconds (default 60; more for checks "
-                             "that are slow on torch.nn too)")
+                             "that are slow on torch.nn too, and at least 180 for a child "
+                             "process's first check)")
     parser.add_argument("--budget", type=float, default=None, metavar="S",
                         help="time limit of the whole run in seconds, after which the remaining "
                              "checks are errors (default 270, none for the built-ins; 0: none)")

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from rnnbench.benchmarks.statistics import bimodal
 from rnnbench.findings import group_failures
-from rnnbench.suites.results import judge, summary_phrase
+from rnnbench.suites.results import cut_short, judge, summary_phrase
 from rnnbench.reports import analysis, runs
 from rnnbench.reports.records import SIZE_FIELDS, Check, Results, Source, Timing
 from rnnbench.reports.units import binary_bytes, seconds
@@ -209,7 +209,7 @@ def _verdict_of(results: Results, source: Source) -> str:
     cut = ", interrupted: incomplete" if source.interrupted else ""
     phrase = summary_phrase(judge(checks, source.interrupted))
     # A check cut by a time limit or a budget is no finding: it did not finish.
-    unfinished = sum(c.outcome == "error" and bool(c.numbers.get("incomplete")) for c in checks)
+    unfinished = sum(map(cut_short, checks))
     bad = counts["failed"] + counts["error"] - unfinished
     if not bad and not unfinished:
         return (f"{phrase}{case_list}{cut} ({counted(counts['passed'], 'check')})"

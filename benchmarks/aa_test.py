@@ -25,6 +25,7 @@ from collections import Counter
 from pathlib import Path
 
 from rnnbench.benchmarks import experiments
+from rnnbench.benchmarks.machine import timed_busy
 from rnnbench.errors import UsageError
 
 DEFAULT_RUNS = 20
@@ -76,8 +77,7 @@ def tally(docs: list[dict]) -> dict:
     for doc in docs:
         verdicts = {f"{r['workload']} {r['metric']}": r.get("vs_native_verdict") or r["status"]
                     for r in doc["results"] if r["impl"] == NAME}
-        rows.append({"busy": (doc.get("machine_check") or {}).get("busy") is True,
-                     "verdicts": verdicts})
+        rows.append({"busy": timed_busy(doc), "verdicts": verdicts})
     counts = Counter(v for row in rows for v in row["verdicts"].values())
     return {"counts": dict(counts), "runs": rows}
 

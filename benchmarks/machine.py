@@ -197,6 +197,11 @@ def _positive(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
 
 
+def timed_busy(doc: dict) -> bool:
+    """Whether a bench document's machine check found the machine busy."""
+    return (doc.get("machine_check") or {}).get("busy") is True
+
+
 def busy_lines(check: dict | None, threads: int | None) -> list[str]:
     """What opens `bench`'s output and `run`'s summary on a busy machine: the reasons, that
     no speed-up is judged, and (timed on several threads) how to time under contention."""

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Container
 
 from tabulate import tabulate
 
+from rnnbench.benchmarks.machine import timed_busy
 from rnnbench.benchmarks.result import BenchResult, InvalidResult
 from rnnbench.commands.bench import vs_native_cell
 from rnnbench.documents import BASELINE, BENCH_SCHEMAS, read_json
@@ -31,7 +33,7 @@ def cells(result: BenchResult | None, busy: bool) -> list[str]:
     return [seconds(result.median_s), vs_native_cell(result, busy)]
 
 
-def tables(documents: dict[str, list[BenchResult]], busy: frozenset[str] = frozenset()) -> str:
+def tables(documents: dict[str, list[BenchResult]], busy: Container[str] = ()) -> str:
     """One table per (workload, metric), in the order the documents list them: a row per
     implementation, a median and a speed-up column per document (`busy`: the labels of those
     timed on a busy machine)."""
@@ -71,12 +73,12 @@ def main(argv=None) -> int:
                 raise UsageError(f"{item}: expected LABEL=FILE, e.g. tf32=bench-goals-cuda-tf32.json")
             doc = read_json(path, BENCH_SCHEMAS, "bench document")
             documents[label] = [BenchResult.from_json(r) for r in doc["results"]]
-            if (doc.get("machine_check") or {}).get("busy") is True:
+            if timed_busy(doc):
                 busy.add(label)
     except (UsageError, InvalidResult) as exc:
         print(f"goals_table.py: {exc}", file=sys.stderr)
         return 2
-    print(tables(documents, frozenset(busy)))
+    print(tables(documents, busy))
     return 0
 
 

@@ -479,7 +479,7 @@ def summary(results, skipped: dict[str, str], benches: list[dict], seconds: floa
     speed-ups over native per device (within noise, noisy and non-conforming said as such;
     none judged from a busy machine). `benches`: the bench documents, one per device; `notes`:
     lines said under the conformance table (the GPU rows, what the quick list leaves out)."""
-    from rnnbench.benchmarks.machine import busy_lines
+    from rnnbench.benchmarks.machine import busy_lines, timed_busy
     from rnnbench.reports import analysis
     from rnnbench.suites.results import judge, summary_phrase
 
@@ -510,8 +510,8 @@ def summary(results, skipped: dict[str, str], benches: list[dict], seconds: floa
     for note in filter(None, notes):
         lines += _fill(note)
     for bench in benches:
-        busy = (bench.get("machine_check") or {}).get("busy") is True
-        lines += ["", speedup_table(bench.get("results", []), bench.get("device", HOST), busy)]
+        lines += ["", speedup_table(bench.get("results", []), bench.get("device", HOST),
+                                    timed_busy(bench))]
     failed = [t for t in results.timings if t.status == "failed"]
     for t in failed[:5]:
         lines += _fill(f"benchmark failed: {shown(t.impl, t.device)} {t.workload} {t.metric}: "

@@ -6,8 +6,9 @@
 //             run by BLAS or oneDNN, whichever measured faster for its shape;
 //             the loop does one small GEMM per step (h_{t-1} @ W_hh^T) and the gate arithmetic
 //             in place in the premul buffer. Every GEMM reads its weight transposed and
-//             row-major, the layout fused.py stores its parameters in; in float32 with MKL the
-//             per-step product reads W_hh packed once per call (StepWeight).
+//             row-major, the layout fused.py stores its parameters in; in float32 the per-step
+//             product reads W_hh reordered once per call (StepWeight): packed for MKL, or
+//             into panels for an AVX-512 kernel of our own, whichever measured faster.
 //   backward: the loop does one small GEMM per step (dgates_t @ W_hh); the weight gradients,
 //             bias gradients and the input gradient are each one GEMM (or sum) over all steps,
 //             the GEMMs chosen like the premul's.
@@ -34,6 +35,9 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -44,6 +48,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -207,46 +212,280 @@ void cblas_sgemm_compute(int layout, int transa, int transb, int m, int n, int k
 }
 constexpr int kCblasRowMajor = 101, kCblasNoTrans = 111, kCblasPacked = 151, kCblasBMatrix = 162;
 
+// MKL packs b for its own kernel, and in float32 is what a step multiplies with unless the
+// panels below measured faster.
+class MklPacked {
+ public:
+  MklPacked(const float* b, int64_t rows, int64_t inner, int64_t cols)
+      : rows_(rows), inner_(inner), cols_(cols) {
+    constexpr int64_t kMax = std::numeric_limits<int>::max();
+    if (!cblas_sgemm_pack || !cblas_sgemm_compute || !cblas_sgemm_pack_get_size || rows > kMax ||
+        inner > kMax || cols > kMax) {
+      return;
+    }
+    const size_t bytes = cblas_sgemm_pack_get_size(kCblasBMatrix, rows, cols, inner);
+    packed_ = at::empty({static_cast<int64_t>(bytes)}, at::TensorOptions().dtype(at::kByte));
+    cblas_sgemm_pack(kCblasRowMajor, kCblasBMatrix, kCblasNoTrans, rows, cols, inner, 1.0f, b,
+                     cols, data());
+  }
+
+  bool available() const { return packed_.defined(); }
+
+  void multiply(float* out, const float* a, bool accumulate) const {
+    cblas_sgemm_compute(kCblasRowMajor, kCblasNoTrans, kCblasPacked, rows_, cols_, inner_, a,
+                        inner_, data(), cols_, accumulate ? 1.0f : 0.0f, out, cols_);
+  }
+
+ private:
+  float* data() const { return reinterpret_cast<float*>(packed_.data_ptr()); }
+
+  int64_t rows_, inner_, cols_;
+  Tensor packed_;
+};
+
+#ifdef __AVX512F__
+// A product of our own for AVX-512 machines, on which MKL may not run its AVX-512 code: on a
+// 2-core AMD EPYC (Zen 5, AVX-512) torch's MKL ran a one-thread (32 x 256) @ (256 x 1024) at
+// 78 GFLOP/s and oneDNN at 160, and with these panels instead of MKL's packed GEMM fused's
+// LSTM forward at T=100 B=32 H=256 took 8.4 instead of 14.0 ms. b is stored as panels of
+// kPanel columns, each panel's rows contiguous (zeros past the last column), so that a block
+// of kBlockRows rows of out and one panel is 16 accumulators in registers, and each step along
+// the inner dimension two loads of b and a broadcast of a per row.
+class Panels {
+ public:
+  static constexpr int64_t kPanel = 32;      // columns: two vectors of 16 floats
+  static constexpr int64_t kBlockRows = 8;   // rows of out a block keeps in registers
+  static constexpr int64_t kDepth = 256;     // of inner at a time: 32 KiB of a panel, in L1
+
+  Panels(const float* b, int64_t inner, int64_t cols)
+      : inner_(inner), cols_(cols), panels_((cols + kPanel - 1) / kPanel),
+        packed_(at::zeros({panels_ * inner * kPanel}, at::TensorOptions().dtype(at::kFloat))) {
+    float* packed = packed_.data_ptr<float>();
+    for (int64_t p = 0; p < panels_; ++p) {
+      const int64_t width = std::min(kPanel, cols - p * kPanel);
+      for (int64_t k = 0; k < inner; ++k) {
+        std::copy(b + k * cols + p * kPanel, b + k * cols + p * kPanel + width,
+                  packed + (p * inner + k) * kPanel);
+      }
+    }
+  }
+
+  // out (rows, cols) (+)= a (rows, inner) @ b.
+  void multiply(float* out, const float* a, int64_t rows, bool accumulate) const {
+    const float* packed = packed_.data_ptr<float>();
+    for (int64_t p = 0; p < panels_; ++p) {
+      const int64_t width = std::min(kPanel, cols_ - p * kPanel);
+      const __mmask16 low = lanes(width), high = lanes(width - 16);
+      for (int64_t k0 = 0; k0 < inner_; k0 += kDepth) {
+        const int64_t depth = std::min(kDepth, inner_ - k0);
+        const float* panel = packed + (p * inner_ + k0) * kPanel;
+        const bool add = accumulate || k0 > 0;
+        for (int64_t r0 = 0; r0 < rows; r0 += kBlockRows) {
+          const float* a0 = a + r0 * inner_ + k0;
+          float* c0 = out + r0 * cols_ + p * kPanel;
+          switch (std::min(kBlockRows, rows - r0)) {
+            case 8: block<8>(c0, a0, panel, depth, low, high, add); break;
+            case 7: block<7>(c0, a0, panel, depth, low, high, add); break;
+            case 6: block<6>(c0, a0, panel, depth, low, high, add); break;
+            case 5: block<5>(c0, a0, panel, depth, low, high, add); break;
+            case 4: block<4>(c0, a0, panel, depth, low, high, add); break;
+            case 3: block<3>(c0, a0, panel, depth, low, high, add); break;
+            case 2: block<2>(c0, a0, panel, depth, low, high, add); break;
+            default: block<1>(c0, a0, panel, depth, low, high, add); break;
+          }
+        }
+      }
+    }
+  }
+
+ private:
+  // The first `count` of 16 lanes (none for count <= 0, all for count >= 16).
+  static __mmask16 lanes(int64_t count) {
+    return count <= 0 ? 0 : count >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << count) - 1);
+  }
+
+  template <int Rows>
+  RNNBENCH_INLINE void block(float* c, const float* a, const float* panel, int64_t depth,
+                             __mmask16 low, __mmask16 high, bool add) const {
+    __m512 left[Rows], right[Rows];
+#pragma GCC unroll 8
+    for (int r = 0; r < Rows; ++r) {
+      left[r] = add ? _mm512_maskz_loadu_ps(low, c + r * cols_) : _mm512_setzero_ps();
+      right[r] = add ? _mm512_maskz_loadu_ps(high, c + r * cols_ + 16) : _mm512_setzero_ps();
+    }
+    for (int64_t k = 0; k < depth; ++k) {
+      const __m512 b0 = _mm512_loadu_ps(panel + k * kPanel);
+      const __m512 b1 = _mm512_loadu_ps(panel + k * kPanel + 16);
+#pragma GCC unroll 8
+      for (int r = 0; r < Rows; ++r) {
+        const __m512 ar = _mm512_set1_ps(a[r * inner_ + k]);
+        left[r] = _mm512_fmadd_ps(ar, b0, left[r]);
+        right[r] = _mm512_fmadd_ps(ar, b1, right[r]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < Rows; ++r) {
+      _mm512_mask_storeu_ps(c + r * cols_, low, left[r]);
+      _mm512_mask_storeu_ps(c + r * cols_ + 16, high, right[r]);
+    }
+  }
+
+  int64_t inner_, cols_, panels_;
+  Tensor packed_;
+};
+#endif
+
+// How a time step's product runs in float32: on BLAS (MKL's packed GEMM where torch has MKL), or
+// on the AVX-512 panels where they were built. Neither is the faster on every CPU (MKL runs its
+// AVX-512 code on some), so each thread times both the first time it meets a shape, and the
+// faster runs that shape from then on.
+enum class StepWay { kBlas, kAvx512 };
+
+const char* step_way_name(StepWay way) { return way == StepWay::kBlas ? "blas" : "avx512"; }
+
+#ifdef __AVX512F__
+constexpr bool kHavePanels = true;
+#else
+constexpr bool kHavePanels = false;
+#endif
+
+// One way forced for every step product (tests run each), or none: timed.
+std::optional<StepWay> forced_step_way;
+// Rows, inner, cols, threads at once -> the way that measured fastest. Threads of a team
+// choose at the same time, hence the lock.
+std::mutex step_choices_lock;
+std::map<std::tuple<int64_t, int64_t, int64_t, int>, StepWay> step_choices;
+
 // out (rows, cols) (+)= a (rows, inner) @ b (inner, cols), the product every time step does
-// with the same b. In float32 with MKL, b is packed when this is made and every multiply reads
-// the packed copy. Made by the thread that multiplies: MKL's packed layout depends on the
-// number of threads it packs with, which must be the number it computes with.
+// with the same b. In float32 b is reordered when this is made for the way chosen (MKL's
+// packed layout, or the panels), and every multiply reads the reordered copy. Made by the
+// thread that multiplies: MKL's packed layout depends on the number of threads it packs with,
+// which must be the number it computes with.
 template <typename T>
 class StepWeight {
  public:
   StepWeight(const T* b, int64_t rows, int64_t inner, int64_t cols)
       : b_(b), rows_(rows), inner_(inner), cols_(cols) {
     if constexpr (std::is_same_v<T, float>) {
-      constexpr int64_t kMax = std::numeric_limits<int>::max();
-      if (rows <= kSmallRows || cols == 0 || !cblas_sgemm_pack || !cblas_sgemm_compute ||
-          !cblas_sgemm_pack_get_size || rows > kMax || inner > kMax || cols > kMax) {
-        return;
+      if (rows <= kSmallRows || cols == 0 || inner == 0) return;
+      const MklPacked mkl(b, rows, inner, cols);
+      if (mkl.available()) mkl_ = mkl;
+#ifdef __AVX512F__
+      panels_.emplace(b, inner, cols);
+      if (choose() == StepWay::kBlas) {
+        panels_.reset();
+      } else {
+        mkl_.reset();
       }
-      const size_t bytes = cblas_sgemm_pack_get_size(kCblasBMatrix, rows, cols, inner);
-      packed_ = at::empty({static_cast<int64_t>(bytes)}, at::TensorOptions().dtype(at::kByte));
-      cblas_sgemm_pack(kCblasRowMajor, kCblasBMatrix, kCblasNoTrans, rows, cols, inner, 1.0f, b,
-                       cols, packed());
+#endif
     }
   }
 
   void multiply(T* out, const T* a, bool accumulate) const {
     if constexpr (std::is_same_v<T, float>) {
-      if (packed_.defined()) {
-        cblas_sgemm_compute(kCblasRowMajor, kCblasNoTrans, kCblasPacked, rows_, cols_, inner_, a,
-                            inner_, packed(), cols_, accumulate ? 1.0f : 0.0f, out, cols_);
-        return;
-      }
+#ifdef __AVX512F__
+      if (panels_) return panels_->multiply(out, a, rows_, accumulate);
+#endif
+      if (mkl_) return mkl_->multiply(out, a, accumulate);
     }
     matmul(out, a, b_, rows_, inner_, cols_, accumulate);
   }
 
  private:
-  float* packed() const { return reinterpret_cast<float*>(packed_.data_ptr()); }
+#ifdef __AVX512F__
+  // The way this shape runs: forced, chosen earlier, or timed now (each way five times, round
+  // by round, the fastest single run wins) on inputs of this shape.
+  StepWay choose() const {
+    if (forced_step_way) return *forced_step_way;
+    // Threads at work at once: a team's, or, outside one, those BLAS may use.
+#ifdef _OPENMP
+    const int threads = omp_in_parallel() ? omp_get_num_threads() : at::get_num_threads();
+#else
+    const int threads = at::get_num_threads();
+#endif
+    const auto key = std::make_tuple(rows_, inner_, cols_, threads);
+    {
+      std::lock_guard<std::mutex> hold(step_choices_lock);
+      const auto known = step_choices.find(key);
+      if (known != step_choices.end()) return known->second;
+    }
+    const std::vector<float> a(rows_ * inner_, 0.5f);
+    std::vector<float> out(rows_ * cols_);
+    constexpr int kRounds = 5;
+    double best[2] = {std::numeric_limits<double>::infinity(),
+                      std::numeric_limits<double>::infinity()};
+    for (int round = 0; round < kRounds; ++round) {
+      for (const StepWay way : {StepWay::kBlas, StepWay::kAvx512}) {
+        const auto start = std::chrono::steady_clock::now();
+        if (way == StepWay::kAvx512) {
+          panels_->multiply(out.data(), a.data(), rows_, false);
+        } else if (mkl_) {
+          mkl_->multiply(out.data(), a.data(), false);
+        } else {
+          matmul(out.data(), a.data(), b_, rows_, inner_, cols_, false);
+        }
+        const double seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        double& slot = best[static_cast<int>(way)];
+        slot = std::min(slot, seconds);
+      }
+    }
+    const StepWay way = best[1] < best[0] ? StepWay::kAvx512 : StepWay::kBlas;
+    std::lock_guard<std::mutex> hold(step_choices_lock);
+    return step_choices.emplace(key, way).first->second;
+  }
 
+  std::optional<Panels> panels_;
+#endif
   const T* b_;
   int64_t rows_, inner_, cols_;
-  Tensor packed_;
+  std::optional<MklPacked> mkl_;
 };
+
+// Sets how the step products run: "auto" (timed), "blas" or "avx512" (where built).
+void set_step_products(const std::string& policy) {
+  TORCH_CHECK(policy == "auto" || policy == "blas" || (policy == "avx512" && kHavePanels),
+              "rnnbench_fused: unknown step product policy ", policy,
+              kHavePanels ? "" : " (built without AVX-512: auto or blas)");
+  forced_step_way.reset();
+  if (policy != "auto") forced_step_way = policy == "blas" ? StepWay::kBlas : StepWay::kAvx512;
+}
+
+// out_in (rows, cols) (+)= a (rows, inner) @ b (inner, cols), as a new tensor, the way a time
+// step runs it under set_step_products: the step product on its own, for tests.
+Tensor step_product(const Tensor& out_in, const Tensor& a, const Tensor& b, bool accumulate) {
+  TORCH_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0) &&
+                  out_in.sizes() == at::IntArrayRef({a.size(0), b.size(1)}),
+              "rnnbench_fused: step_product of mismatched shapes");
+  TORCH_CHECK(a.scalar_type() == b.scalar_type() && out_in.scalar_type() == a.scalar_type(),
+              "rnnbench_fused: step_product of mixed dtypes");
+  Tensor out = out_in.clone(at::MemoryFormat::Contiguous);  // `out_in` stays as it was
+  const Tensor a_c = a.contiguous(), b_c = b.contiguous();
+  AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "rnnbench_fused_step_product", [&] {
+    const StepWeight<scalar_t> weight(b_c.data_ptr<scalar_t>(), a.size(0), a.size(1), b.size(1));
+    weight.multiply(out.data_ptr<scalar_t>(), a_c.data_ptr<scalar_t>(), accumulate);
+  });
+  return out;
+}
+
+// The ways step products can run here.
+std::vector<std::string> step_ways() {
+  std::vector<std::string> ways{"blas"};
+  if (kHavePanels) ways.push_back("avx512");
+  return ways;
+}
+
+// The ways the timed step products chose, one line each: "rows x inner x cols, threads: way".
+std::vector<std::string> step_choices_made() {
+  std::lock_guard<std::mutex> hold(step_choices_lock);
+  std::vector<std::string> lines;
+  for (const auto& [key, way] : step_choices) {
+    lines.push_back(std::to_string(std::get<0>(key)) + " x " + std::to_string(std::get<1>(key)) +
+                    " x " + std::to_string(std::get<2>(key)) + ", " +
+                    std::to_string(std::get<3>(key)) + " threads: " + step_way_name(way));
+  }
+  return lines;
+}
 
 // ---- products over all time steps --------------------------------------------------------------
 
@@ -1012,4 +1251,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("backward", &backward, "one layer and direction, backward");
   m.def("set_products", &set_products, "how the products over all time steps run");
   m.def("product_choices", &product_choices_made, "the ways timed products chose");
+  m.def("set_step_products", &set_step_products, "how the products of a time step run");
+  m.def("step_product", &step_product, "a time step's product on its own (for tests)");
+  m.def("step_ways", &step_ways, "the ways a time step's product can run here");
+  m.def("step_choices", &step_choices_made, "the ways timed step products chose");
 }

@@ -123,6 +123,10 @@ def main(argv=None) -> int:
             # Kernels that time their products over all time steps say which way each took.
             if hasattr(module, "product_choices"):
                 print(f"{revision}: " + ("; ".join(module.product_choices()) or "no product timed"))
+            # And those that time their step products, which way each step product took.
+            if hasattr(module, "step_choices"):
+                print(f"{revision}, step products: "
+                      + ("; ".join(module.step_choices()) or "none timed"))
     return 0
 
 

@@ -122,6 +122,16 @@ def make_inputs_as(inputs, dtype):
     return [t.to(getattr(torch, dtype)) for t in inputs]
 
 
+@contextlib.contextmanager
+def torch_threads(count: int):
+    previous = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
 @pytest.mark.parametrize("row", ROWS, ids=row_id)
 @pytest.mark.parametrize("name", ["torchscript", "fused"])
 def test_matches_torch_nn_in_float64(name, row):
@@ -137,13 +147,9 @@ def test_fused_kernel_paths_match_torch_nn(row):
 def test_fused_batch_split_between_threads_matches_torch_nn(kind):
     # A batch of 20 on two threads runs as two halves of the batch, each its own time loop.
     impl = implementation("fused")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
-        options = {"proj_size": 3} if kind == "lstm" else {}
+    options = {"proj_size": 3} if kind == "lstm" else {}
+    with torch_threads(2):
         assert_matches_native(impl, (Config(kind, 3, 5, bidirectional=True, **options), 20, 4, True))
-    finally:
-        torch.set_num_threads(threads)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -155,29 +161,90 @@ def test_fused_hidden_units_split_between_threads_matches_torch_nn(kind, options
     # 33 hidden units and a batch of 20 on two threads: the units are split (17 and 16), each
     # thread's step product has every row of the batch; with a projection the batch is split.
     impl = implementation("fused")
-    previous = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
-        row = (Config(kind, 6, 33, num_layers=2, bidirectional=True, **options), 20, 5, h0)
+    row = (Config(kind, 6, 33, num_layers=2, bidirectional=True, **options), 20, 5, h0)
+    with torch_threads(2):
         assert_matches_native(impl, row, dtype=dtype)
-    finally:
-        torch.set_num_threads(previous)
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("kind", ["rnn", "lstm", "gru"])
-def test_fused_float32_step_products_match_torch_nn(kind, threads):
-    # In float32 the product every step does reads a weight packed for MKL (when torch has
-    # MKL): on one thread one packed copy for the whole batch, on two one per half.
-    impl = implementation("fused")
-    previous = torch.get_num_threads()
-    torch.set_num_threads(threads)
+def fused_step_ways() -> list[str]:
+    """The ways fused's kernel can run a time step's product on this machine."""
+    from rnnbench.impls.fused import kernels as fused_kernels
+
     try:
-        options = {"proj_size": 5} if kind == "lstm" else {}
-        row = (Config(kind, 6, 9, num_layers=2, bidirectional=True, **options), 20, 7, True)
-        assert_matches_native(impl, row, dtype="float32")
+        return list(fused_kernels().step_ways())
+    except RuntimeError:  # unavailable: the tests that use it skip on their own
+        return ["blas"]
+
+
+@contextlib.contextmanager
+def fused_step_products(policy: str):
+    """fused's step products run `policy`'s way inside the block."""
+    from rnnbench.impls.fused import kernels as fused_kernels
+
+    kernels = fused_kernels()
+    kernels.set_step_products(policy)
+    try:
+        yield kernels
     finally:
-        torch.set_num_threads(previous)
+        kernels.set_step_products("auto")
+
+
+@pytest.mark.parametrize("way", ["blas", "avx512"])
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("kind, options, hidden", [
+    ("rnn", {}, 70), ("lstm", {}, 70), ("gru", {}, 70), ("lstm", {"proj_size": 5}, 9),
+    ("gru", {"bias": False}, 9)])
+def test_fused_float32_step_products_match_torch_nn_either_way(kind, options, hidden, threads,
+                                                               way):
+    # In float32 the product every step does reads a weight reordered once per call: packed for
+    # MKL, or into panels of 32 columns for the AVX-512 kernel. A batch of 20 is blocks of 8, 8
+    # and 4 rows; 70 units give panels with columns left over, and the backward's product
+    # (inner dimension 4 x 70 = 280 for an LSTM) runs its inner dimension in two parts. On two
+    # threads the units are split (35 each), or with 9 units the batch.
+    impl = implementation("fused")
+    if way not in fused_step_ways():
+        pytest.skip(f"fused's kernels were built without {way} here (no AVX-512)")
+    row = (Config(kind, 6, hidden, num_layers=2, bidirectional=True, **options), 20, 7, True)
+    with torch_threads(threads), fused_step_products(way):
+        assert_matches_native(impl, row, dtype="float32")
+
+
+@pytest.mark.parametrize("way", ["blas", "avx512"])
+def test_fused_step_product_is_a_matrix_product_at_every_remainder(way):
+    # Rows 1 to 2 run a plain loop; from 3 the way's kernel, whose blocks of 8 rows and panels
+    # of 32 columns (two vectors of 16) leave every remainder of rows and lanes below, and
+    # whose inner dimension runs in parts of 256.
+    implementation("fused")
+    if way not in fused_step_ways():
+        pytest.skip(f"fused's kernels were built without {way} here (no AVX-512)")
+    generator = torch.Generator().manual_seed(0)
+    with fused_step_products(way) as kernels:
+        for rows in range(1, 18):
+            for cols in (1, 15, 16, 17, 31, 32, 33, 47, 70):
+                for inner in (1, 7, 256, 300):
+                    a, b, c = (torch.randn(shape, generator=generator) for shape in
+                               ((rows, inner), (inner, cols), (rows, cols)))
+                    expected = a.double() @ b.double()
+                    for accumulate in (False, True):
+                        out = kernels.step_product(c, a, b, accumulate)
+                        wanted = expected + c.double() if accumulate else expected
+                        assert torch.allclose(out.double(), wanted, rtol=1e-5, atol=1e-4), \
+                            f"{rows} x {inner} x {cols}, accumulate={accumulate}"
+
+
+def test_fused_times_each_step_product_once_and_remembers_the_way_it_chose():
+    impl = implementation("fused")
+    row = (Config("gru", 5, 48), 24, 3, True)   # step products 24 x 48 x 144, back 24 x 144 x 48
+    with torch_threads(1), fused_step_products("auto") as kernels:
+        before = set(kernels.step_choices())
+        assert_matches_native(impl, row, dtype="float32")
+        chosen = set(kernels.step_choices()) - before
+        assert_matches_native(impl, row, dtype="float32")
+        assert set(kernels.step_choices()) - before == chosen
+    # Timed only where there is a choice: the AVX-512 kernel beside BLAS.
+    timed = {"24 x 48 x 144", "24 x 144 x 48"} if "avx512" in fused_step_ways() else set()
+    assert {line.split(",")[0] for line in chosen} == timed
+    assert all(line.split(": ")[1] in fused_step_ways() for line in chosen)
 
 
 def has_onednn() -> bool:

@@ -82,8 +82,9 @@ CONVENTIONS = {
     "peak_mem_bytes": "the most bytes torch had allocated at once during one call, above what was "
                       "allocated before it (CUDA: max_memory_allocated; CPU: the profiler's "
                       "allocation events)",
-    "peak_gflops": "the fp32 GEMM peak: the median of several timed square multiplies "
-                   "(machine_check has every run and the IQR)",
+    "peak_gflops": "the fp32 GEMM peak: the median of several timed square multiplies, run by "
+                   "the faster of torch's libraries at that size (machine_check has every run, "
+                   "the IQR and the library)",
     "machine_check": "taken before timing: other processes' share of the CPU time and the "
                      "hypervisor's steal over a short window, the load averages, the GEMM peak's "
                      "spread and the peak against the best an earlier run in the same results "

@@ -146,6 +146,7 @@ def machine_check(peak: dict, usage: Usage | None, *, cores: int | None = None,
         "peak_gflops_samples": peak.get("samples", []),
         "peak_gflops_median": median,
         "peak_gflops_iqr": iqr,
+        "peak_library": peak.get("library"),
         "best_peak_gflops": max(filter(None, (median, best)), default=None),
     }
 

@@ -18,7 +18,10 @@
   order; memory outside torch's allocator (NumPy, a C++ extension's own `malloc`) is not seen.
 - The machine's fp32 GEMM peak is measured once per run and thread count: a square matmul grown
   until one call takes `GEMM_TARGET_S`, then timed `GEMM_RUNS` times; the peak is the median of
-  those rates, with their IQR as its spread (the best of them would flatter a busy machine).
+  those rates, with their IQR as its spread (the best of them would flatter a busy machine). On
+  the CPU the multiply is run by the faster of torch's two libraries at that size, MKL
+  (`torch.mm`) or oneDNN (torch.nn's LSTM runs on it): MKL runs its AVX2 code on some AVX-512
+  CPUs, where oneDNN's measured twice its rate (a 2-core AMD EPYC, Zen 5).
 """
 from __future__ import annotations
 
@@ -207,8 +210,9 @@ def gemm_peak(device: str = "cpu", dtype: torch.dtype = torch.float32, runs: int
     """This machine's measured square-GEMM rate at the current thread count.
 
     The matrix grows (doubling from 256) until one multiply takes GEMM_TARGET_S or reaches the
-    device's cap; that multiply is then timed `runs` times. "gflops" is the median rate,
-    "iqr_gflops" its interquartile range, "samples" every rate.
+    device's cap; that multiply is then timed `runs` times, by the fastest library at that size
+    ("library": `gemm_libraries`). "gflops" is the median rate, "iqr_gflops" its interquartile
+    range, "samples" every rate.
     """
     kind = torch.device(device).type
     sync = synchronizer(device)
@@ -222,16 +226,45 @@ def gemm_peak(device: str = "cpu", dtype: torch.dtype = torch.float32, runs: int
         if seconds >= GEMM_TARGET_S or n >= GEMM_MAX_N[kind]:
             break
         n *= 2
-    samples = [2 * n**3 / measure(lambda: torch.mm(a, b, out=out), sync) / 1e9 for _ in range(runs)]
+    library, multiply = fastest(gemm_libraries(a, b, out), sync)
+    samples = [2 * n**3 / measure(multiply, sync) / 1e9 for _ in range(runs)]
     median, iqr = median_and_iqr(samples)
     return {
         "device": kind,
         "dtype": str(dtype).removeprefix("torch."),
         "threads": torch.get_num_threads(),
         "n": n,
+        "library": library,
         "gflops": median,
         "iqr_gflops": iqr,
         "samples": samples,
         # On CUDA, fp32 matmuls may run as TF32; the peak is only comparable when this matches.
         "tf32": torch.backends.cuda.matmul.allow_tf32 if kind == "cuda" else None,
     }
+
+
+def gemm_libraries(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> dict[str, Callable[[], object]]:
+    """The ways torch can run a @ b here, by name: `torch.mm` (MKL on x86 CPUs, cuBLAS on
+    CUDA), and on the CPU in float32 oneDNN through torch's mkldnn operator where it has one."""
+    libraries = {"torch.mm": lambda: torch.mm(a, b, out=out)}
+    if a.device.type == "cpu" and a.dtype == torch.float32:
+        b_t = b.t().contiguous()  # the operator computes input @ weight^T
+        try:
+            linear = torch.ops.mkldnn._linear_pointwise
+            linear(a, b_t, None, "none", [], "")
+        except (AttributeError, RuntimeError):
+            return libraries
+        libraries["onednn"] = lambda: linear(a, b_t, None, "none", [], "")
+    return libraries
+
+
+def fastest(calls: dict[str, Callable[[], object]], sync: Callable[[], None],
+            rounds: int = 3) -> tuple[str, Callable[[], object]]:
+    """The name and call of the fastest of `calls`: each timed `rounds` times, round by round,
+    the fastest single time wins."""
+    best = {name: math.inf for name in calls}
+    for _ in range(rounds):
+        for name, call in calls.items():
+            best[name] = min(best[name], measure(call, sync))
+    name = min(best, key=best.get)
+    return name, calls[name]

@@ -1,6 +1,7 @@
 import json
 import os
 import statistics
+import time
 
 import pytest
 import torch
@@ -11,8 +12,8 @@ from rnnbench.benchmarks import harness
 from rnnbench.benchmarks.machine import Usage
 from rnnbench.benchmarks.statistics import is_bimodal
 from rnnbench.benchmarks.harness import run_benchmarks, skip_reason
-from rnnbench.benchmarks.timing import (RepeatPolicy, gemm_peak, measure_interleaved,
-                                        peak_memory_bytes, sample_summary)
+from rnnbench.benchmarks.timing import (RepeatPolicy, fastest, gemm_libraries, gemm_peak,
+                                        measure_interleaved, peak_memory_bytes, sample_summary)
 from rnnbench.benchmarks.workloads import (METRICS, Workload, load_workloads, preset_names,
                                            workload_from_dict)
 from rnnbench.errors import UsageError
@@ -22,8 +23,8 @@ from rnnbench.documents import BENCH_SCHEMA, STATUSES, read_json, write_json
 
 TINY = {"name": "tiny-rnn", "config": {"kind": "rnn", "input_size": 3, "hidden_size": 4},
         "batch": 2, "steps": 3, "budget_s": 0.01, "min_repeats": 3}
-FAKE_PEAK = {"device": "cpu", "dtype": "float32", "threads": 1, "n": 1, "gflops": 50.0,
-             "iqr_gflops": 1.0, "samples": [49.0, 50.0, 51.0], "tf32": None}
+FAKE_PEAK = {"device": "cpu", "dtype": "float32", "threads": 1, "n": 1, "library": "onednn",
+             "gflops": 50.0, "iqr_gflops": 1.0, "samples": [49.0, 50.0, 51.0], "tf32": None}
 QUIET = Usage(others_fraction=0.0, steal_fraction=0.0)
 # The fields every result carries (the contract in notes/apis.md).
 RESULT_FIELDS = {"impl", "kind", "workload", "device", "dtype", "metric", "median_s", "iqr_s",
@@ -596,6 +597,24 @@ def test_the_gemm_peak_is_the_median_of_its_runs_with_their_spread():
     assert peak["gflops"] == statistics.median(peak["samples"])
     q1, _, q3 = statistics.quantiles(peak["samples"], n=4, method="inclusive")
     assert peak["iqr_gflops"] == pytest.approx(q3 - q1)
+    assert peak["library"] in gemm_libraries(*[torch.ones(2, 2)] * 3)
+
+
+def test_the_gemm_peak_is_timed_on_the_fastest_library():
+    # The library that runs a GEMM fastest differs by CPU: each is timed, the fastest kept.
+    calls = {"slow": lambda: time.sleep(0.004), "fast": lambda: time.sleep(0.001),
+             "slower": lambda: time.sleep(0.008)}
+    name, call = fastest(calls, sync=lambda: None)
+    assert (name, call) == ("fast", calls["fast"])
+
+
+def test_the_cpu_gemm_libraries_compute_the_same_product():
+    a, b = torch.randn(64, 32), torch.randn(32, 48)
+    out = torch.empty(64, 48)
+    libraries = gemm_libraries(a, b, out)
+    assert "torch.mm" in libraries
+    for name, multiply in libraries.items():
+        torch.testing.assert_close(multiply(), a @ b, msg=name)
 
 
 # --- the command: table, markings, early errors ------------------------------------------------
@@ -660,7 +679,7 @@ def test_bench_says_a_busy_machine_in_its_first_line(workload_file, monkeypatch,
 def test_bench_on_a_quiet_machine_says_nothing_of_the_sort(workload_file, capsys):
     assert cli.main(["bench", "--impl", "native", "--workload", workload_file, "--threads", "1"]) == 0
     out = capsys.readouterr().out
-    assert "BUSY" not in out and "measured fp32 GEMM peak 50.0 GFLOP/s (median of 3 runs, IQR 2%)" in out
+    assert "BUSY" not in out and "measured fp32 GEMM peak 50.0 GFLOP/s (onednn, median of 3 runs, IQR 2%)" in out
 
 
 def test_bench_with_threads_1_records_1_everywhere(workload_file, tmp_path):

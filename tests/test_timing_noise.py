@@ -96,7 +96,7 @@ def test_without_proc_stat_there_is_no_usage():
     assert machine_check({"gflops": 100.0, "iqr_gflops": 1.0}, None)["steal_fraction"] is None
 
 
-PEAK = {"gflops": 100.0, "iqr_gflops": 2.0, "samples": [98.0, 100.0, 101.0]}
+PEAK = {"gflops": 100.0, "iqr_gflops": 2.0, "samples": [98.0, 100.0, 101.0], "library": "torch.mm"}
 
 
 def test_a_quiet_machine_is_not_busy():
@@ -104,7 +104,8 @@ def test_a_quiet_machine_is_not_busy():
     assert check == {"cores": 2, "load_avg": [0.1, 0.2, 0.3], "steal_fraction": 0.0,
                      "others_fraction": 0.05, "busy": False, "reasons": [],
                      "peak_gflops_samples": PEAK["samples"], "peak_gflops_median": 100.0,
-                     "peak_gflops_iqr": 2.0, "best_peak_gflops": 100.0}
+                     "peak_gflops_iqr": 2.0, "peak_library": PEAK["library"],
+                     "best_peak_gflops": 100.0}
     assert busy_lines(check, threads=2) == []
 
 

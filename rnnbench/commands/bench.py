@@ -194,8 +194,11 @@ def render(doc: dict) -> str:
     # The CPU's vector extensions decide which kernels it runs (AVX-512 or AVX2 only).
     flags = f"{env['cpu_flags']}; " if env.get("cpu_flags") and not env["gpu"] else ""
     threads = doc["threads"]
-    lines.append(f"torch {env['torch']} on {env['gpu'] or env['cpu']} ({flags}{env['cores']} "
-                 f"cores); device {doc['device']}, {threads} thread{'s' * (threads != 1)}")
+    # Wrapped: an AVX-512 CPU's flags or a long model name would run past the width.
+    lines.append(textwrap.fill(f"torch {env['torch']} on {env['gpu'] or env['cpu']} ({flags}"
+                               f"{env['cores']} cores); device {doc['device']}, {threads} "
+                               f"thread{'s' * (threads != 1)}", WIDTH, subsequent_indent="  ",
+                               break_on_hyphens=False))
     lines += [_peak_line(peak, check), ""]
     results = [BenchResult.from_json(r) for r in doc["results"]]
     timed = [r for r in results if r.status in ("ok", "failed")]
@@ -230,8 +233,10 @@ def _peak_line(peak: float | None, check: dict) -> str:
     if not peak:
         return "measured fp32 GEMM peak: n/a"
     runs, iqr = len(check.get("peak_gflops_samples") or []), check.get("peak_gflops_iqr")
-    spread = f" (median of {runs} runs, IQR {iqr / peak:.0%})" if runs and iqr is not None else ""
-    return f"measured fp32 GEMM peak {peak:.1f} GFLOP/s{spread}"
+    library = check.get("peak_library")
+    spread = f"median of {runs} runs, IQR {iqr / peak:.0%}" if runs and iqr is not None else ""
+    details = ", ".join(filter(None, (library, spread)))
+    return f"measured fp32 GEMM peak {peak:.1f} GFLOP/s" + (f" ({details})" if details else "")
 
 
 def _grouped(results: list[BenchResult]) -> dict[tuple[str, str], list[BenchResult]]:

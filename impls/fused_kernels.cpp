@@ -198,6 +198,12 @@ void matmul(T* out, const T* a, const T* b, int64_t rows, int64_t inner, int64_t
   }
 }
 
+// How a product of a shape was chosen to run, as the *_choices functions list it.
+std::string choice_line(int64_t rows, int64_t inner, int64_t cols, int threads, const char* way) {
+  return std::to_string(rows) + " x " + std::to_string(inner) + " x " + std::to_string(cols) +
+         ", " + std::to_string(threads) + " threads: " + way;
+}
+
 // MKL's packed GEMM (cblas_sgemm_pack/compute), which torch's MKL builds export: the weight a
 // step multiplies is reordered once into the layout MKL's kernel reads, instead of on every
 // call. Weak, so the extension loads where torch has no MKL, and the plain BLAS call is used.
@@ -480,9 +486,8 @@ std::vector<std::string> step_choices_made() {
   std::lock_guard<std::mutex> hold(step_choices_lock);
   std::vector<std::string> lines;
   for (const auto& [key, way] : step_choices) {
-    lines.push_back(std::to_string(std::get<0>(key)) + " x " + std::to_string(std::get<1>(key)) +
-                    " x " + std::to_string(std::get<2>(key)) + ", " +
-                    std::to_string(std::get<3>(key)) + " threads: " + step_way_name(way));
+    const auto [rows, inner, cols, threads] = key;
+    lines.push_back(choice_line(rows, inner, cols, threads, step_way_name(way)));
   }
   return lines;
 }
@@ -622,9 +627,8 @@ void set_products(const std::string& policy) {
 std::vector<std::string> product_choices_made() {
   std::vector<std::string> lines;
   for (const auto& [key, product] : product_choices) {
-    lines.push_back(std::to_string(std::get<0>(key)) + " x " + std::to_string(std::get<1>(key)) +
-                    " x " + std::to_string(std::get<2>(key)) + ", " +
-                    std::to_string(std::get<6>(key)) + " threads: " + product_name(product));
+    lines.push_back(choice_line(std::get<0>(key), std::get<1>(key), std::get<2>(key),
+                                std::get<6>(key), product_name(product)));
   }
   return lines;
 }

@@ -14,6 +14,7 @@ import warnings
 import pytest
 import torch
 
+from rnnbench.benchmarks.timing import pinned_threads
 from rnnbench.reference import Config, io_shapes, param_shapes, tolerance
 
 NATIVE = {"rnn": torch.nn.RNN, "lstm": torch.nn.LSTM, "gru": torch.nn.GRU,
@@ -122,16 +123,6 @@ def make_inputs_as(inputs, dtype):
     return [t.to(getattr(torch, dtype)) for t in inputs]
 
 
-@contextlib.contextmanager
-def torch_threads(count: int):
-    previous = torch.get_num_threads()
-    torch.set_num_threads(count)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
-
-
 @pytest.mark.parametrize("row", ROWS, ids=row_id)
 @pytest.mark.parametrize("name", ["torchscript", "fused"])
 def test_matches_torch_nn_in_float64(name, row):
@@ -148,7 +139,7 @@ def test_fused_batch_split_between_threads_matches_torch_nn(kind):
     # A batch of 20 on two threads runs as two halves of the batch, each its own time loop.
     impl = implementation("fused")
     options = {"proj_size": 3} if kind == "lstm" else {}
-    with torch_threads(2):
+    with pinned_threads(2):
         assert_matches_native(impl, (Config(kind, 3, 5, bidirectional=True, **options), 20, 4, True))
 
 
@@ -162,7 +153,7 @@ def test_fused_hidden_units_split_between_threads_matches_torch_nn(kind, options
     # thread's step product has every row of the batch; with a projection the batch is split.
     impl = implementation("fused")
     row = (Config(kind, 6, 33, num_layers=2, bidirectional=True, **options), 20, 5, h0)
-    with torch_threads(2):
+    with pinned_threads(2):
         assert_matches_native(impl, row, dtype=dtype)
 
 
@@ -177,16 +168,18 @@ def fused_step_ways() -> list[str]:
 
 
 @contextlib.contextmanager
-def fused_step_products(policy: str):
-    """fused's step products run `policy`'s way inside the block."""
+def fused_policy(setting: str, policy: str):
+    """Inside the block fused's kernels run `setting` ("products": the products over all time
+    steps, "step_products": each step's product) `policy`'s way."""
     from rnnbench.impls.fused import kernels as fused_kernels
 
     kernels = fused_kernels()
-    kernels.set_step_products(policy)
+    choose = getattr(kernels, f"set_{setting}")
+    choose(policy)
     try:
         yield kernels
     finally:
-        kernels.set_step_products("auto")
+        choose("auto")
 
 
 @pytest.mark.parametrize("way", ["blas", "avx512"])
@@ -205,7 +198,7 @@ def test_fused_float32_step_products_match_torch_nn_either_way(kind, options, hi
     if way not in fused_step_ways():
         pytest.skip(f"fused's kernels were built without {way} here (no AVX-512)")
     row = (Config(kind, 6, hidden, num_layers=2, bidirectional=True, **options), 20, 7, True)
-    with torch_threads(threads), fused_step_products(way):
+    with pinned_threads(threads), fused_policy("step_products", way):
         assert_matches_native(impl, row, dtype="float32")
 
 
@@ -218,7 +211,7 @@ def test_fused_step_product_is_a_matrix_product_at_every_remainder(way):
     if way not in fused_step_ways():
         pytest.skip(f"fused's kernels were built without {way} here (no AVX-512)")
     generator = torch.Generator().manual_seed(0)
-    with fused_step_products(way) as kernels:
+    with fused_policy("step_products", way) as kernels:
         for rows in range(1, 18):
             for cols in (1, 15, 16, 17, 31, 32, 33, 47, 70):
                 for inner in (1, 7, 256, 300):
@@ -235,7 +228,7 @@ def test_fused_step_product_is_a_matrix_product_at_every_remainder(way):
 def test_fused_times_each_step_product_once_and_remembers_the_way_it_chose():
     impl = implementation("fused")
     row = (Config("gru", 5, 48), 24, 3, True)   # step products 24 x 48 x 144, back 24 x 144 x 48
-    with torch_threads(1), fused_step_products("auto") as kernels:
+    with pinned_threads(1), fused_policy("step_products", "auto") as kernels:
         before = set(kernels.step_choices())
         assert_matches_native(impl, row, dtype="float32")
         chosen = set(kernels.step_choices()) - before
@@ -255,19 +248,6 @@ def has_onednn() -> bool:
     return True
 
 
-@contextlib.contextmanager
-def fused_products(policy: str):
-    """fused's products over all time steps run `policy`'s way inside the block."""
-    from rnnbench.impls.fused import kernels as fused_kernels
-
-    kernels = fused_kernels()
-    kernels.set_products(policy)
-    try:
-        yield kernels
-    finally:
-        kernels.set_products("auto")
-
-
 @pytest.mark.skipif(not has_onednn(), reason="this torch has no oneDNN (mkldnn) operators")
 @pytest.mark.parametrize("policy", ["blas", "onednn", "onednn_transposed"])
 @pytest.mark.parametrize("kind, options", [("rnn", {}), ("lstm", {"proj_size": 5}),
@@ -276,7 +256,7 @@ def test_fused_products_over_all_steps_match_torch_nn_with_either_library(kind, 
     # The input projection and the input and weight gradients run on BLAS or on oneDNN (a
     # result as it comes or transposed), whichever measured faster for their shape.
     row = (Config(kind, 6, 9, num_layers=2, bidirectional=True, **options), 20, 7, True)
-    with fused_products(policy):
+    with fused_policy("products", policy):
         assert_matches_native(implementation("fused"), row, dtype="float32")
 
 
@@ -284,7 +264,7 @@ def test_fused_times_each_large_product_once_and_remembers_the_way_it_chose():
     # 32 steps of 32 rows into 4 x 128 gates from 256 inputs: the input projection and the
     # gradients are large enough to be timed; every other size runs on BLAS untimed.
     impl = implementation("fused")
-    with fused_products("auto") as kernels:
+    with fused_policy("products", "auto") as kernels:
         before = set(kernels.product_choices())
         row = (Config("lstm", 256, 128), 32, 32, True)
         assert_matches_native(impl, row, dtype="float32")

@@ -3,7 +3,8 @@
 //
 // The work is arranged so that most FLOPs are large GEMMs:
 //   forward:  the input projection of every time step is one GEMM before the loop ("premul"),
-//             run by BLAS or oneDNN, whichever measured faster for its shape;
+//             run by BLAS, oneDNN or (small, or on one thread) the AVX-512 kernel below,
+//             whichever measured faster for its shape;
 //             the loop does one small GEMM per step (h_{t-1} @ W_hh^T) and the gate arithmetic
 //             in place in the premul buffer. Every GEMM reads its weight transposed and
 //             row-major, the layout fused.py stores its parameters in; in float32 the per-step
@@ -252,22 +253,104 @@ class MklPacked {
 #ifdef __AVX512F__
 // A product of our own for AVX-512 machines, on which MKL may not run its AVX-512 code: on a
 // 2-core AMD EPYC (Zen 5, AVX-512) torch's MKL ran a one-thread (32 x 256) @ (256 x 1024) at
-// 78 GFLOP/s and oneDNN at 160, and with these panels instead of MKL's packed GEMM fused's
-// LSTM forward at T=100 B=32 H=256 took 8.4 instead of 14.0 ms. b is stored as panels of
-// kPanel columns, each panel's rows contiguous (zeros past the last column), so that a block
-// of kBlockRows rows of out and one panel is 16 accumulators in registers, and each step along
-// the inner dimension two loads of b and a broadcast of a per row.
+// 78 GFLOP/s and oneDNN at 160, and with this kernel instead of MKL's packed GEMM fused's
+// LSTM forward at T=100 B=32 H=256 took 8.4 instead of 14.0 ms. out is computed kBlockRows
+// rows by kPanel columns at a time: 16 accumulators in registers, and each step along the
+// inner dimension two loads of b and a broadcast of a per row.
+constexpr int64_t kPanel = 32;      // columns: two vectors of 16 floats
+constexpr int64_t kBlockRows = 8;   // rows of out a block keeps in registers
+constexpr int64_t kDepth = 256;     // of inner at a time: 32 KiB of b's columns, in L1
+
+// The first `count` of 16 lanes (none for count <= 0, all for count >= 16).
+__mmask16 lanes(int64_t count) {
+  return count <= 0 ? 0 : count >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << count) - 1);
+}
+
+// c (Rows, 32 columns, those of the masks) (+)= a (Rows, depth) @ b (depth, 32), b's rows ldb
+// apart, read under the masks where `MaskB` (b's last columns, at the end of its rows).
+template <int Rows, bool MaskB>
+RNNBENCH_INLINE void product_block(float* c, int64_t ldc, const float* a, int64_t lda,
+                                   const float* b, int64_t ldb, int64_t depth, __mmask16 low,
+                                   __mmask16 high, bool add) {
+  __m512 left[Rows], right[Rows];
+#pragma GCC unroll 8
+  for (int r = 0; r < Rows; ++r) {
+    left[r] = add ? _mm512_maskz_loadu_ps(low, c + r * ldc) : _mm512_setzero_ps();
+    right[r] = add ? _mm512_maskz_loadu_ps(high, c + r * ldc + 16) : _mm512_setzero_ps();
+  }
+  for (int64_t k = 0; k < depth; ++k) {
+    const __m512 b0 = MaskB ? _mm512_maskz_loadu_ps(low, b + k * ldb) : _mm512_loadu_ps(b + k * ldb);
+    const __m512 b1 = MaskB ? _mm512_maskz_loadu_ps(high, b + k * ldb + 16)
+                            : _mm512_loadu_ps(b + k * ldb + 16);
+#pragma GCC unroll 8
+    for (int r = 0; r < Rows; ++r) {
+      const __m512 ar = _mm512_set1_ps(a[r * lda + k]);
+      left[r] = _mm512_fmadd_ps(ar, b0, left[r]);
+      right[r] = _mm512_fmadd_ps(ar, b1, right[r]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < Rows; ++r) {
+    _mm512_mask_storeu_ps(c + r * ldc, low, left[r]);
+    _mm512_mask_storeu_ps(c + r * ldc + 16, high, right[r]);
+  }
+}
+
+template <bool MaskB>
+void product_rows(int64_t count, float* c, int64_t ldc, const float* a, int64_t lda,
+                  const float* b, int64_t ldb, int64_t depth, __mmask16 low, __mmask16 high,
+                  bool add) {
+  switch (count) {
+    case 8: return product_block<8, MaskB>(c, ldc, a, lda, b, ldb, depth, low, high, add);
+    case 7: return product_block<7, MaskB>(c, ldc, a, lda, b, ldb, depth, low, high, add);
+    case 6: return product_block<6, MaskB>(c, ldc, a, lda, b, ldb, depth, low, high, add);
+    case 5: return product_block<5, MaskB>(c, ldc, a, lda, b, ldb, depth, low, high, add);
+    case 4: return product_block<4, MaskB>(c, ldc, a, lda, b, ldb, depth, low, high, add);
+    case 3: return product_block<3, MaskB>(c, ldc, a, lda, b, ldb, depth, low, high, add);
+    case 2: return product_block<2, MaskB>(c, ldc, a, lda, b, ldb, depth, low, high, add);
+    default: return product_block<1, MaskB>(c, ldc, a, lda, b, ldb, depth, low, high, add);
+  }
+}
+
+// out (rows, cols) (+)= a (rows, inner) @ b, where row k of b's columns [32p, 32p + 32) starts
+// at b + p * block_step + k * ldb: b itself (block_step 32, ldb cols: `direct`, its last
+// columns read under a mask) or b reordered into Panels (block_step inner * 32, ldb 32, zeros
+// past the last column).
+void avx512_product(float* out, const float* a, const float* b, int64_t rows, int64_t inner,
+                    int64_t cols, int64_t block_step, int64_t ldb, bool direct, bool accumulate) {
+  for (int64_t p = 0; p * kPanel < cols; ++p) {
+    const int64_t width = std::min(kPanel, cols - p * kPanel);
+    const __mmask16 low = lanes(width), high = lanes(width - 16);
+    const bool masked = direct && width < kPanel;
+    for (int64_t k0 = 0; k0 < inner; k0 += kDepth) {
+      const int64_t depth = std::min(kDepth, inner - k0);
+      const float* b0 = b + p * block_step + k0 * ldb;
+      const bool add = accumulate || k0 > 0;
+      for (int64_t r0 = 0; r0 < rows; r0 += kBlockRows) {
+        const int64_t count = std::min(kBlockRows, rows - r0);
+        float* c0 = out + r0 * cols + p * kPanel;
+        const float* a0 = a + r0 * inner + k0;
+        if (masked) {
+          product_rows<true>(count, c0, cols, a0, inner, b0, ldb, depth, low, high, add);
+        } else {
+          product_rows<false>(count, c0, cols, a0, inner, b0, ldb, depth, low, high, add);
+        }
+      }
+    }
+  }
+}
+
+// b (inner, cols) reordered for avx512_product once, for the products every time step does
+// with it: each block of 32 columns' rows contiguous, zeros past the last column, so that a
+// block's depth of rows is one run of memory in L1.
 class Panels {
  public:
-  static constexpr int64_t kPanel = 32;      // columns: two vectors of 16 floats
-  static constexpr int64_t kBlockRows = 8;   // rows of out a block keeps in registers
-  static constexpr int64_t kDepth = 256;     // of inner at a time: 32 KiB of a panel, in L1
-
   Panels(const float* b, int64_t inner, int64_t cols)
-      : inner_(inner), cols_(cols), panels_((cols + kPanel - 1) / kPanel),
-        packed_(at::zeros({panels_ * inner * kPanel}, at::TensorOptions().dtype(at::kFloat))) {
+      : inner_(inner), cols_(cols),
+        packed_(at::zeros({(cols + kPanel - 1) / kPanel * inner * kPanel},
+                          at::TensorOptions().dtype(at::kFloat))) {
     float* packed = packed_.data_ptr<float>();
-    for (int64_t p = 0; p < panels_; ++p) {
+    for (int64_t p = 0; p * kPanel < cols; ++p) {
       const int64_t width = std::min(kPanel, cols - p * kPanel);
       for (int64_t k = 0; k < inner; ++k) {
         std::copy(b + k * cols + p * kPanel, b + k * cols + p * kPanel + width,
@@ -278,65 +361,12 @@ class Panels {
 
   // out (rows, cols) (+)= a (rows, inner) @ b.
   void multiply(float* out, const float* a, int64_t rows, bool accumulate) const {
-    const float* packed = packed_.data_ptr<float>();
-    for (int64_t p = 0; p < panels_; ++p) {
-      const int64_t width = std::min(kPanel, cols_ - p * kPanel);
-      const __mmask16 low = lanes(width), high = lanes(width - 16);
-      for (int64_t k0 = 0; k0 < inner_; k0 += kDepth) {
-        const int64_t depth = std::min(kDepth, inner_ - k0);
-        const float* panel = packed + (p * inner_ + k0) * kPanel;
-        const bool add = accumulate || k0 > 0;
-        for (int64_t r0 = 0; r0 < rows; r0 += kBlockRows) {
-          const float* a0 = a + r0 * inner_ + k0;
-          float* c0 = out + r0 * cols_ + p * kPanel;
-          switch (std::min(kBlockRows, rows - r0)) {
-            case 8: block<8>(c0, a0, panel, depth, low, high, add); break;
-            case 7: block<7>(c0, a0, panel, depth, low, high, add); break;
-            case 6: block<6>(c0, a0, panel, depth, low, high, add); break;
-            case 5: block<5>(c0, a0, panel, depth, low, high, add); break;
-            case 4: block<4>(c0, a0, panel, depth, low, high, add); break;
-            case 3: block<3>(c0, a0, panel, depth, low, high, add); break;
-            case 2: block<2>(c0, a0, panel, depth, low, high, add); break;
-            default: block<1>(c0, a0, panel, depth, low, high, add); break;
-          }
-        }
-      }
-    }
+    avx512_product(out, a, packed_.data_ptr<float>(), rows, inner_, cols_, inner_ * kPanel,
+                   kPanel, /*direct=*/false, accumulate);
   }
 
  private:
-  // The first `count` of 16 lanes (none for count <= 0, all for count >= 16).
-  static __mmask16 lanes(int64_t count) {
-    return count <= 0 ? 0 : count >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << count) - 1);
-  }
-
-  template <int Rows>
-  RNNBENCH_INLINE void block(float* c, const float* a, const float* panel, int64_t depth,
-                             __mmask16 low, __mmask16 high, bool add) const {
-    __m512 left[Rows], right[Rows];
-#pragma GCC unroll 8
-    for (int r = 0; r < Rows; ++r) {
-      left[r] = add ? _mm512_maskz_loadu_ps(low, c + r * cols_) : _mm512_setzero_ps();
-      right[r] = add ? _mm512_maskz_loadu_ps(high, c + r * cols_ + 16) : _mm512_setzero_ps();
-    }
-    for (int64_t k = 0; k < depth; ++k) {
-      const __m512 b0 = _mm512_loadu_ps(panel + k * kPanel);
-      const __m512 b1 = _mm512_loadu_ps(panel + k * kPanel + 16);
-#pragma GCC unroll 8
-      for (int r = 0; r < Rows; ++r) {
-        const __m512 ar = _mm512_set1_ps(a[r * inner_ + k]);
-        left[r] = _mm512_fmadd_ps(ar, b0, left[r]);
-        right[r] = _mm512_fmadd_ps(ar, b1, right[r]);
-      }
-    }
-#pragma GCC unroll 8
-    for (int r = 0; r < Rows; ++r) {
-      _mm512_mask_storeu_ps(c + r * cols_, low, left[r]);
-      _mm512_mask_storeu_ps(c + r * cols_ + 16, high, right[r]);
-    }
-  }
-
-  int64_t inner_, cols_, panels_;
+  int64_t inner_, cols_;
   Tensor packed_;
 };
 #endif
@@ -474,8 +504,8 @@ Tensor step_product(const Tensor& out_in, const Tensor& a, const Tensor& b, bool
   return out;
 }
 
-// The ways step products can run here.
-std::vector<std::string> step_ways() {
+// The ways products can run here besides oneDNN: "blas", and "avx512" where built for it.
+std::vector<std::string> kernel_ways() {
   std::vector<std::string> ways{"blas"};
   if (kHavePanels) ways.push_back("avx512");
   return ways;
@@ -506,20 +536,24 @@ std::vector<std::string> step_choices_made() {
 // the operator from C++ made this file's build a third slower. The kernels are called from
 // Python, which holds the GIL: that makes the call back into Python legal and the bookkeeping
 // below safe without a lock.
-enum class Product { kBlas, kOneDnn, kOneDnnTransposed };
-constexpr Product kProducts[] = {Product::kBlas, Product::kOneDnn, Product::kOneDnnTransposed};
+enum class Product { kBlas, kOneDnn, kOneDnnTransposed, kAvx512 };
+constexpr Product kProducts[] = {Product::kBlas, Product::kOneDnn, Product::kOneDnnTransposed,
+                                 Product::kAvx512};
 
 const char* product_name(Product product) {
   switch (product) {
     case Product::kBlas: return "blas";
     case Product::kOneDnn: return "onednn";
     case Product::kOneDnnTransposed: return "onednn_transposed";
+    case Product::kAvx512: return "avx512";
   }
   return "";
 }
 
-// Products smaller than this (rows x inner x cols) run with BLAS untimed: a few milliseconds
-// at most, where timing them would cost more than a better choice saves.
+// Products smaller than this (rows x inner x cols) are not timed against oneDNN: a few
+// milliseconds at most, where timing them would cost more than a better choice saves. Where the
+// AVX-512 kernel is built they are timed against it instead, which costs microseconds (on a Zen
+// 5 EPYC it ran the input projection at T=25 B=1 H=128 in a third of MKL's time).
 constexpr int64_t kTimedProduct = int64_t(1) << 27;
 
 // One way forced for every product (tests run each), or none: large products are timed.
@@ -553,6 +587,17 @@ Tensor product_by(Product product, const Tensor& a, const Tensor& b) {
       return linear_onednn(a, b.t());
     case Product::kOneDnnTransposed:  // (b^T a^T)^T: oneDNN runs some shapes faster this way
       return linear_onednn(b.t(), a).t();
+    case Product::kAvx512:
+#ifdef __AVX512F__
+      if (a.scalar_type() == at::kFloat && a.is_contiguous() && b.is_contiguous()) {
+        Tensor out = at::empty({a.size(0), b.size(1)}, a.options());
+        avx512_product(out.data_ptr<float>(), a.data_ptr<float>(), b.data_ptr<float>(),
+                       a.size(0), a.size(1), b.size(1), kPanel, b.size(1), /*direct=*/true,
+                       /*accumulate=*/false);
+        return out;
+      }
+#endif
+      break;
     case Product::kBlas:
       break;
   }
@@ -571,11 +616,24 @@ Tensor product_by(Product product, const Tensor& a, const Tensor& b) {
 // a @ b for a product over all time steps, run the way chosen for its shape. `contiguous`: the
 // caller needs a contiguous result (a transposed one would cost a copy).
 Tensor sequence_product(const Tensor& a, const Tensor& b, bool contiguous) {
-  const bool onednn = a.scalar_type() == at::kFloat && a.numel() > 0 && b.numel() > 0 &&
-                      !onednn_linear().is_none();
-  if (!onednn || forced_product == Product::kBlas) return product_by(Product::kBlas, a, b);
-  if (forced_product) return product_by(contiguous ? Product::kOneDnn : *forced_product, a, b);
-  if (a.size(0) * a.size(1) * b.size(1) < kTimedProduct) return product_by(Product::kBlas, a, b);
+  const bool fp32 = a.scalar_type() == at::kFloat && a.numel() > 0 && b.numel() > 0;
+  const bool onednn = fp32 && !onednn_linear().is_none();
+  const bool avx512 = fp32 && kHavePanels && a.is_contiguous() && b.is_contiguous();
+  if (forced_product) {
+    const bool here = *forced_product == Product::kAvx512 ? avx512
+                      : *forced_product == Product::kBlas ? true : onednn;
+    if (!here) return product_by(Product::kBlas, a, b);
+    return product_by(contiguous && *forced_product == Product::kOneDnnTransposed
+                          ? Product::kOneDnn : *forced_product, a, b);
+  }
+  // The ways that may be the faster: oneDNN for large products (its call through Python costs
+  // more than a small one takes), the one-thread AVX-512 kernel for small ones or one thread.
+  const bool large = a.size(0) * a.size(1) * b.size(1) >= kTimedProduct;
+  std::vector<Product> ways{Product::kBlas};
+  if (onednn && large) ways.push_back(Product::kOneDnn);
+  if (onednn && large && !contiguous) ways.push_back(Product::kOneDnnTransposed);
+  if (avx512 && (!large || at::get_num_threads() == 1)) ways.push_back(Product::kAvx512);
+  if (ways.size() == 1) return product_by(Product::kBlas, a, b);
   const auto key = std::make_tuple(a.size(0), a.size(1), b.size(1), a.is_contiguous(),
                                    b.is_contiguous(), contiguous, at::get_num_threads());
   const auto known = product_choices.find(key);
@@ -587,8 +645,7 @@ Tensor sequence_product(const Tensor& a, const Tensor& b, bool contiguous) {
   Tensor best_result;
   double best_seconds = std::numeric_limits<double>::infinity();
   for (int round = 0; round < kRounds; ++round) {
-    for (const Product product : kProducts) {
-      if (contiguous && product == Product::kOneDnnTransposed) continue;
+    for (const Product product : ways) {
       const auto start = std::chrono::steady_clock::now();
       Tensor result;
       try {
@@ -609,8 +666,9 @@ Tensor sequence_product(const Tensor& a, const Tensor& b, bool contiguous) {
   return best_result;
 }
 
-// Sets how the products over all time steps run: "auto", "blas", "onednn" or
-// "onednn_transposed" (where a contiguous result is needed, "onednn").
+// Sets how the products over all time steps run: "auto", "blas", "onednn",
+// "onednn_transposed" (where a contiguous result is needed, "onednn") or "avx512" (where built
+// and the operands are contiguous float32; elsewhere "blas").
 void set_products(const std::string& policy) {
   forced_product.reset();
   if (policy == "auto") return;
@@ -1257,6 +1315,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("product_choices", &product_choices_made, "the ways timed products chose");
   m.def("set_step_products", &set_step_products, "how the products of a time step run");
   m.def("step_product", &step_product, "a time step's product on its own (for tests)");
-  m.def("step_ways", &step_ways, "the ways a time step's product can run here");
+  m.def("product", [](const Tensor& a, const Tensor& b) {
+    return sequence_product(a, b, /*contiguous=*/true);
+  }, "a product over all time steps on its own (for tests)");
+  m.def("kernel_ways", &kernel_ways, "the ways products can run here besides oneDNN");
   m.def("step_choices", &step_choices_made, "the ways timed step products chose");
 }

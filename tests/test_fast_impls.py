@@ -157,12 +157,13 @@ def test_fused_hidden_units_split_between_threads_matches_torch_nn(kind, options
         assert_matches_native(impl, row, dtype=dtype)
 
 
-def fused_step_ways() -> list[str]:
-    """The ways fused's kernel can run a time step's product on this machine."""
+def fused_kernel_ways() -> list[str]:
+    """The ways fused's kernels can run their products on this machine: blas, and avx512 where
+    they were built for AVX-512."""
     from rnnbench.impls.fused import kernels as fused_kernels
 
     try:
-        return list(fused_kernels().step_ways())
+        return list(fused_kernels().kernel_ways())
     except RuntimeError:  # unavailable: the tests that use it skip on their own
         return ["blas"]
 
@@ -195,31 +196,36 @@ def test_fused_float32_step_products_match_torch_nn_either_way(kind, options, hi
     # (inner dimension 4 x 70 = 280 for an LSTM) runs its inner dimension in two parts. On two
     # threads the units are split (35 each), or with 9 units the batch.
     impl = implementation("fused")
-    if way not in fused_step_ways():
+    if way not in fused_kernel_ways():
         pytest.skip(f"fused's kernels were built without {way} here (no AVX-512)")
     row = (Config(kind, 6, hidden, num_layers=2, bidirectional=True, **options), 20, 7, True)
     with pinned_threads(threads), fused_policy("step_products", way):
         assert_matches_native(impl, row, dtype="float32")
 
 
+@pytest.mark.parametrize("product", ["step_products", "products"])
 @pytest.mark.parametrize("way", ["blas", "avx512"])
-def test_fused_step_product_is_a_matrix_product_at_every_remainder(way):
-    # Rows 1 to 2 run a plain loop; from 3 the way's kernel, whose blocks of 8 rows and panels
-    # of 32 columns (two vectors of 16) leave every remainder of rows and lanes below, and
-    # whose inner dimension runs in parts of 256.
+def test_fused_products_are_matrix_products_at_every_remainder(way, product):
+    # A time step's product (from 3 rows; 1 and 2 run a plain loop) and a product over all time
+    # steps, each run `way`'s way. The AVX-512 kernel's blocks of 8 rows and 32 columns (two
+    # vectors of 16) leave every remainder of rows and lanes below, and its inner dimension runs
+    # in parts of 256; the step product reads the weight reordered into panels with zeros past
+    # the last column, the product over all steps reads it as it lies, its last columns under a
+    # mask.
     implementation("fused")
-    if way not in fused_step_ways():
+    if way not in fused_kernel_ways():
         pytest.skip(f"fused's kernels were built without {way} here (no AVX-512)")
     generator = torch.Generator().manual_seed(0)
-    with fused_policy("step_products", way) as kernels:
+    with fused_policy(product, way) as kernels:
         for rows in range(1, 18):
             for cols in (1, 15, 16, 17, 31, 32, 33, 47, 70):
                 for inner in (1, 7, 256, 300):
                     a, b, c = (torch.randn(shape, generator=generator) for shape in
                                ((rows, inner), (inner, cols), (rows, cols)))
                     expected = a.double() @ b.double()
-                    for accumulate in (False, True):
-                        out = kernels.step_product(c, a, b, accumulate)
+                    for accumulate in (False, True) if product == "step_products" else (False,):
+                        out = (kernels.step_product(c, a, b, accumulate)
+                               if product == "step_products" else kernels.product(a, b))
                         wanted = expected + c.double() if accumulate else expected
                         assert torch.allclose(out.double(), wanted, rtol=1e-5, atol=1e-4), \
                             f"{rows} x {inner} x {cols}, accumulate={accumulate}"
@@ -235,9 +241,9 @@ def test_fused_times_each_step_product_once_and_remembers_the_way_it_chose():
         assert_matches_native(impl, row, dtype="float32")
         assert set(kernels.step_choices()) - before == chosen
     # Timed only where there is a choice: the AVX-512 kernel beside BLAS.
-    timed = {"24 x 48 x 144", "24 x 144 x 48"} if "avx512" in fused_step_ways() else set()
+    timed = {"24 x 48 x 144", "24 x 144 x 48"} if "avx512" in fused_kernel_ways() else set()
     assert {line.split(",")[0] for line in chosen} == timed
-    assert all(line.split(": ")[1] in fused_step_ways() for line in chosen)
+    assert all(line.split(": ")[1] in fused_kernel_ways() for line in chosen)
 
 
 def has_onednn() -> bool:
@@ -249,12 +255,15 @@ def has_onednn() -> bool:
 
 
 @pytest.mark.skipif(not has_onednn(), reason="this torch has no oneDNN (mkldnn) operators")
-@pytest.mark.parametrize("policy", ["blas", "onednn", "onednn_transposed"])
+@pytest.mark.parametrize("policy", ["blas", "onednn", "onednn_transposed", "avx512"])
 @pytest.mark.parametrize("kind, options", [("rnn", {}), ("lstm", {"proj_size": 5}),
                                            ("gru", {"bias": False})])
 def test_fused_products_over_all_steps_match_torch_nn_with_either_library(kind, options, policy):
-    # The input projection and the input and weight gradients run on BLAS or on oneDNN (a
-    # result as it comes or transposed), whichever measured faster for their shape.
+    # The input projection and the input and weight gradients run on BLAS, on oneDNN (a result
+    # as it comes or transposed) or on the AVX-512 kernel, whichever measured faster for their
+    # shape.
+    if policy == "avx512" and policy not in fused_kernel_ways():
+        pytest.skip("fused's kernels were built without avx512 here (no AVX-512)")
     row = (Config(kind, 6, 9, num_layers=2, bidirectional=True, **options), 20, 7, True)
     with fused_policy("products", policy):
         assert_matches_native(implementation("fused"), row, dtype="float32")

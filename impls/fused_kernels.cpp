@@ -380,9 +380,9 @@ enum class StepWay { kBlas, kAvx512 };
 const char* step_way_name(StepWay way) { return way == StepWay::kBlas ? "blas" : "avx512"; }
 
 #ifdef __AVX512F__
-constexpr bool kHavePanels = true;
+constexpr bool kAvx512Built = true;
 #else
-constexpr bool kHavePanels = false;
+constexpr bool kAvx512Built = false;
 #endif
 
 // One way forced for every step product (tests run each), or none: timed.
@@ -404,13 +404,22 @@ class StepWeight {
       : b_(b), rows_(rows), inner_(inner), cols_(cols) {
     if constexpr (std::is_same_v<T, float>) {
       if (rows <= kSmallRows || cols == 0 || inner == 0) return;
-      const MklPacked mkl(b, rows, inner, cols);
-      if (mkl.available()) mkl_ = mkl;
+      // Each way reorders b its own way: only the way chosen does, unless both are to be timed.
+      std::optional<StepWay> way;
 #ifdef __AVX512F__
-      panels_.emplace(b, inner, cols);
-      if (choose() == StepWay::kBlas) {
+      way = known_way();
+      if (way != StepWay::kBlas) panels_.emplace(b, inner, cols);
+#else
+      way = StepWay::kBlas;
+#endif
+      if (way != StepWay::kAvx512) {
+        const MklPacked mkl(b, rows, inner, cols);
+        if (mkl.available()) mkl_ = mkl;
+      }
+#ifdef __AVX512F__
+      if (!way && time_ways() == StepWay::kBlas) {
         panels_.reset();
-      } else {
+      } else if (!way) {
         mkl_.reset();
       }
 #endif
@@ -429,22 +438,29 @@ class StepWeight {
 
  private:
 #ifdef __AVX512F__
-  // The way this shape runs: forced, chosen earlier, or timed now (each way five times, round
-  // by round, the fastest single run wins) on inputs of this shape.
-  StepWay choose() const {
-    if (forced_step_way) return *forced_step_way;
-    // Threads at work at once: a team's, or, outside one, those BLAS may use.
+  // This shape's key in step_choices: its sizes and the threads at work at once (a team's, or,
+  // outside one, those BLAS may use).
+  std::tuple<int64_t, int64_t, int64_t, int> key() const {
 #ifdef _OPENMP
     const int threads = omp_in_parallel() ? omp_get_num_threads() : at::get_num_threads();
 #else
     const int threads = at::get_num_threads();
 #endif
-    const auto key = std::make_tuple(rows_, inner_, cols_, threads);
-    {
-      std::lock_guard<std::mutex> hold(step_choices_lock);
-      const auto known = step_choices.find(key);
-      if (known != step_choices.end()) return known->second;
-    }
+    return std::make_tuple(rows_, inner_, cols_, threads);
+  }
+
+  // The way this shape runs where it is known: forced, or chosen earlier.
+  std::optional<StepWay> known_way() const {
+    if (forced_step_way) return forced_step_way;
+    std::lock_guard<std::mutex> hold(step_choices_lock);
+    const auto known = step_choices.find(key());
+    if (known == step_choices.end()) return std::nullopt;
+    return known->second;
+  }
+
+  // Times both ways on inputs of this shape (each five times, round by round, the fastest
+  // single run wins) and records the faster, unless another thread recorded one first.
+  StepWay time_ways() const {
     const std::vector<float> a(rows_ * inner_, 0.5f);
     std::vector<float> out(rows_ * cols_);
     constexpr int kRounds = 5;
@@ -468,7 +484,7 @@ class StepWeight {
     }
     const StepWay way = best[1] < best[0] ? StepWay::kAvx512 : StepWay::kBlas;
     std::lock_guard<std::mutex> hold(step_choices_lock);
-    return step_choices.emplace(key, way).first->second;
+    return step_choices.emplace(key(), way).first->second;
   }
 
   std::optional<Panels> panels_;
@@ -480,9 +496,9 @@ class StepWeight {
 
 // Sets how the step products run: "auto" (timed), "blas" or "avx512" (where built).
 void set_step_products(const std::string& policy) {
-  TORCH_CHECK(policy == "auto" || policy == "blas" || (policy == "avx512" && kHavePanels),
+  TORCH_CHECK(policy == "auto" || policy == "blas" || (policy == "avx512" && kAvx512Built),
               "rnnbench_fused: unknown step product policy ", policy,
-              kHavePanels ? "" : " (built without AVX-512: auto or blas)");
+              kAvx512Built ? "" : " (built without AVX-512: auto or blas)");
   forced_step_way.reset();
   if (policy != "auto") forced_step_way = policy == "blas" ? StepWay::kBlas : StepWay::kAvx512;
 }
@@ -507,7 +523,7 @@ Tensor step_product(const Tensor& out_in, const Tensor& a, const Tensor& b, bool
 // The ways products can run here besides oneDNN: "blas", and "avx512" where built for it.
 std::vector<std::string> kernel_ways() {
   std::vector<std::string> ways{"blas"};
-  if (kHavePanels) ways.push_back("avx512");
+  if (kAvx512Built) ways.push_back("avx512");
   return ways;
 }
 
@@ -618,7 +634,7 @@ Tensor product_by(Product product, const Tensor& a, const Tensor& b) {
 Tensor sequence_product(const Tensor& a, const Tensor& b, bool contiguous) {
   const bool fp32 = a.scalar_type() == at::kFloat && a.numel() > 0 && b.numel() > 0;
   const bool onednn = fp32 && !onednn_linear().is_none();
-  const bool avx512 = fp32 && kHavePanels && a.is_contiguous() && b.is_contiguous();
+  const bool avx512 = fp32 && kAvx512Built && a.is_contiguous() && b.is_contiguous();
   if (forced_product) {
     const bool here = *forced_product == Product::kAvx512 ? avx512
                       : *forced_product == Product::kBlas ? true : onednn;

@@ -13,8 +13,9 @@ What makes it fast (measured against torch.nn on CPU, see docs/performance.md):
 - in float32 the recurrent weight is reordered once per call for the step products: packed
   into MKL's internal GEMM layout (cblas_sgemm_pack), or, where the kernels are built for
   AVX-512, into panels for a kernel of our own (MKL runs its AVX2 code on some AVX-512 CPUs:
-  on a Zen 5 EPYC the LSTM's forward at T=100 B=32 H=256 went from 14.0 to 8.4 ms); each
-  thread times both the first time it meets a shape and keeps the faster;
+  on a Zen 5 EPYC the LSTM's forward at T=100 B=32 H=256 went from 14.0 to 8.4 ms); the two
+  are timed the first time a shape and thread count are met in the process, and the faster
+  runs them from then on;
 - the products over all time steps (the input projection, and the input and weight gradients)
   run on BLAS or on oneDNN (torch's mkldnn operators), or, small ones and on one thread, on
   the AVX-512 kernel where it is built, whichever ran a product of that shape faster when it

@@ -200,9 +200,10 @@ void matmul(T* out, const T* a, const T* b, int64_t rows, int64_t inner, int64_t
 }
 
 // How a product of a shape was chosen to run, as the *_choices functions list it.
-std::string choice_line(int64_t rows, int64_t inner, int64_t cols, int threads, const char* way) {
+std::string choice_line(int64_t rows, int64_t inner, int64_t cols, int threads, const char* way,
+                        bool team = false) {
   return std::to_string(rows) + " x " + std::to_string(inner) + " x " + std::to_string(cols) +
-         ", " + std::to_string(threads) + " threads: " + way;
+         ", " + std::to_string(threads) + " threads" + (team ? " in a team" : "") + ": " + way;
 }
 
 // MKL's packed GEMM (cblas_sgemm_pack/compute), which torch's MKL builds export: the weight a
@@ -387,10 +388,11 @@ constexpr bool kAvx512Built = false;
 
 // One way forced for every step product (tests run each), or none: timed.
 std::optional<StepWay> forced_step_way;
-// Rows, inner, cols, threads at once -> the way that measured fastest. Threads of a team
-// choose at the same time, hence the lock.
+// Rows, inner, cols, threads at once, whether a team -> the way that measured fastest. Threads
+// of a team choose at the same time, hence the lock.
+using StepKey = std::tuple<int64_t, int64_t, int64_t, int, bool>;
 std::mutex step_choices_lock;
-std::map<std::tuple<int64_t, int64_t, int64_t, int>, StepWay> step_choices;
+std::map<StepKey, StepWay> step_choices;
 
 // out (rows, cols) (+)= a (rows, inner) @ b (inner, cols), the product every time step does
 // with the same b. In float32 b is reordered when this is made for the way chosen (MKL's
@@ -438,15 +440,13 @@ class StepWeight {
 
  private:
 #ifdef __AVX512F__
-  // This shape's key in step_choices: its sizes and the threads at work at once (a team's, or,
-  // outside one, those BLAS may use).
-  std::tuple<int64_t, int64_t, int64_t, int> key() const {
+  // This shape's key in step_choices: its sizes, the threads at work at once, and whether they
+  // are a team, each thread with its own product (BLAS then runs on one thread), or BLAS's own.
+  StepKey key() const {
 #ifdef _OPENMP
-    const int threads = omp_in_parallel() ? omp_get_num_threads() : at::get_num_threads();
-#else
-    const int threads = at::get_num_threads();
+    if (omp_in_parallel()) return std::make_tuple(rows_, inner_, cols_, omp_get_num_threads(), true);
 #endif
-    return std::make_tuple(rows_, inner_, cols_, threads);
+    return std::make_tuple(rows_, inner_, cols_, at::get_num_threads(), false);
   }
 
   // The way this shape runs where it is known: forced, or chosen earlier.
@@ -527,13 +527,14 @@ std::vector<std::string> kernel_ways() {
   return ways;
 }
 
-// The ways the timed step products chose, one line each: "rows x inner x cols, threads: way".
+// The ways the timed step products chose, one line each: "rows x inner x cols, threads: way",
+// the threads "N threads in a team" where each ran its own product.
 std::vector<std::string> step_choices_made() {
   std::lock_guard<std::mutex> hold(step_choices_lock);
   std::vector<std::string> lines;
   for (const auto& [key, way] : step_choices) {
-    const auto [rows, inner, cols, threads] = key;
-    lines.push_back(choice_line(rows, inner, cols, threads, step_way_name(way)));
+    const auto [rows, inner, cols, threads, team] = key;
+    lines.push_back(choice_line(rows, inner, cols, threads, step_way_name(way), team));
   }
   return lines;
 }
@@ -566,10 +567,12 @@ const char* product_name(Product product) {
   return "";
 }
 
-// Products smaller than this (rows x inner x cols) are not timed against oneDNN: a few
-// milliseconds at most, where timing them would cost more than a better choice saves. Where the
-// AVX-512 kernel is built they are timed against it instead, which costs microseconds (on a Zen
-// 5 EPYC it ran the input projection at T=25 B=1 H=128 in a third of MKL's time).
+// Products smaller than this (rows x inner x cols) are not timed against oneDNN, whose call
+// through Python costs tens of microseconds: a few milliseconds at most, where that timing
+// would cost more than a better choice saves. Where the AVX-512 kernel is built they are timed
+// against it instead: a few runs of each way, once per shape and process, which pays for itself
+// in the calls after (on a Zen 5 EPYC it ran the input projection of an LSTM at T=25 B=1 H=128
+// in a third of MKL's time).
 constexpr int64_t kTimedProduct = int64_t(1) << 27;
 
 // One way forced for every product (tests run each), or none: large products are timed.
@@ -682,19 +685,30 @@ Tensor sequence_product(const Tensor& a, const Tensor& b, bool contiguous) {
   return best_result;
 }
 
+// a (rows, inner) @ b (inner, cols) the way a product over all time steps runs under
+// set_products: on its own, for tests.
+Tensor product_alone(const Tensor& a, const Tensor& b) {
+  TORCH_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0),
+              "rnnbench_fused: product of mismatched shapes");
+  TORCH_CHECK(a.scalar_type() == b.scalar_type() && a.device().is_cpu() && b.device().is_cpu(),
+              "rnnbench_fused: product of mixed dtypes or not on the CPU");
+  return sequence_product(a, b, /*contiguous=*/true);
+}
+
 // Sets how the products over all time steps run: "auto", "blas", "onednn",
-// "onednn_transposed" (where a contiguous result is needed, "onednn") or "avx512" (where built
-// and the operands are contiguous float32; elsewhere "blas").
+// "onednn_transposed" (where a contiguous result is needed, "onednn") or, where built,
+// "avx512" (for contiguous float32 operands; for others "blas").
 void set_products(const std::string& policy) {
   forced_product.reset();
   if (policy == "auto") return;
   for (const Product product : kProducts) {
-    if (policy == product_name(product)) {
+    if (policy == product_name(product) && (product != Product::kAvx512 || kAvx512Built)) {
       forced_product = product;
       return;
     }
   }
-  TORCH_CHECK(false, "rnnbench_fused: unknown product policy ", policy);
+  TORCH_CHECK(false, "rnnbench_fused: unknown product policy ", policy,
+              kAvx512Built ? "" : " (built without AVX-512: no avx512)");
 }
 
 // The ways the timed products chose, one line each: "rows x inner x cols, threads: way".
@@ -1331,9 +1345,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("product_choices", &product_choices_made, "the ways timed products chose");
   m.def("set_step_products", &set_step_products, "how the products of a time step run");
   m.def("step_product", &step_product, "a time step's product on its own (for tests)");
-  m.def("product", [](const Tensor& a, const Tensor& b) {
-    return sequence_product(a, b, /*contiguous=*/true);
-  }, "a product over all time steps on its own (for tests)");
+  m.def("product", &product_alone, "a product over all time steps on its own (for tests)");
   m.def("kernel_ways", &kernel_ways, "the ways products can run here besides oneDNN");
   m.def("step_choices", &step_choices_made, "the ways timed step products chose");
 }

@@ -622,7 +622,7 @@ def _environments(results: Results) -> Section:
     if checks:
         blocks.append(Table("Machine checks before timing",
                             ["run", "file", "busy", "cores", "load average", "others' CPU",
-                             "steal", "GEMM peak (median, IQR)", "reasons"],
+                             "steal", "GEMM peak (median, library, IQR)", "reasons"],
                             [[named.of(s), s.path, "yes" if c.get("busy") else "no",
                               _cell(c.get("cores")), _cell_list(c.get("load_avg")),
                               _percent_of(c.get("others_fraction")),
@@ -698,7 +698,9 @@ def _peak(check: dict) -> str:
     median, iqr = check.get("peak_gflops_median"), check.get("peak_gflops_iqr")
     if median is None:
         return ""
-    return f"{median:.4g} GFLOP/s" + (f" (IQR {iqr:.3g})" if iqr is not None else "")
+    details = [str(check["peak_library"])] if check.get("peak_library") else []
+    details += [f"IQR {iqr:.3g}"] if iqr is not None else []
+    return f"{median:.4g} GFLOP/s" + (f" ({', '.join(details)})" if details else "")
 
 
 def _fixed(value, pattern: str) -> str:

@@ -243,7 +243,8 @@ def gemm_peak(device: str = "cpu", dtype: torch.dtype = torch.float32, runs: int
     }
 
 
-def gemm_libraries(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> dict[str, Callable[[], object]]:
+def gemm_libraries(a: torch.Tensor, b: torch.Tensor,
+                   out: torch.Tensor) -> dict[str, Callable[[], object]]:
     """The ways torch can run a @ b here, by name: `torch.mm` (MKL on x86 CPUs, cuBLAS on
     CUDA), and on the CPU in float32 oneDNN through torch's mkldnn operator where it has one."""
     libraries = {"torch.mm": lambda: torch.mm(a, b, out=out)}

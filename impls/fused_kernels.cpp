@@ -429,16 +429,24 @@ class StepWeight {
   }
 
   void multiply(T* out, const T* a, bool accumulate) const {
+#ifdef __AVX512F__
+    if (panels_) return multiply_by(StepWay::kAvx512, out, a, accumulate);
+#endif
+    multiply_by(StepWay::kBlas, out, a, accumulate);
+  }
+
+ private:
+  // The product run `way`'s way: on the panels, or on BLAS (MKL's packed copy where made).
+  void multiply_by([[maybe_unused]] StepWay way, T* out, const T* a, bool accumulate) const {
     if constexpr (std::is_same_v<T, float>) {
 #ifdef __AVX512F__
-      if (panels_) return panels_->multiply(out, a, rows_, accumulate);
+      if (way == StepWay::kAvx512) return panels_->multiply(out, a, rows_, accumulate);
 #endif
       if (mkl_) return mkl_->multiply(out, a, accumulate);
     }
     matmul(out, a, b_, rows_, inner_, cols_, accumulate);
   }
 
- private:
 #ifdef __AVX512F__
   // This shape's key in step_choices: its sizes, the threads at work at once, and whether they
   // are a team, each thread with its own product (BLAS then runs on one thread), or BLAS's own.
@@ -469,13 +477,7 @@ class StepWeight {
     for (int round = 0; round < kRounds; ++round) {
       for (const StepWay way : {StepWay::kBlas, StepWay::kAvx512}) {
         const auto start = std::chrono::steady_clock::now();
-        if (way == StepWay::kAvx512) {
-          panels_->multiply(out.data(), a.data(), rows_, false);
-        } else if (mkl_) {
-          mkl_->multiply(out.data(), a.data(), false);
-        } else {
-          matmul(out.data(), a.data(), b_, rows_, inner_, cols_, false);
-        }
+        multiply_by(way, out.data(), a.data(), /*accumulate=*/false);
         const double seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         double& slot = best[static_cast<int>(way)];

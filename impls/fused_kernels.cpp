@@ -313,12 +313,13 @@ void product_rows(int64_t count, float* c, int64_t ldc, const float* a, int64_t 
   }
 }
 
-// out (rows, cols) (+)= a (rows, inner) @ b, where row k of b's columns [32p, 32p + 32) starts
-// at b + p * block_step + k * ldb: b itself (block_step 32, ldb cols: `direct`, its last
-// columns read under a mask) or b reordered into Panels (block_step inner * 32, ldb 32, zeros
-// past the last column).
-void avx512_product(float* out, const float* a, const float* b, int64_t rows, int64_t inner,
-                    int64_t cols, int64_t block_step, int64_t ldb, bool direct, bool accumulate) {
+// out (rows, cols) (+)= a (rows, inner; its rows lda apart) @ b, where row k of b's columns
+// [32p, 32p + 32) starts at b + p * block_step + k * ldb: b itself (block_step 32, ldb cols:
+// `direct`, its last columns read under a mask) or b reordered into Panels (block_step
+// inner * 32, ldb 32, zeros past the last column).
+void avx512_product(float* out, const float* a, int64_t lda, const float* b, int64_t rows,
+                    int64_t inner, int64_t cols, int64_t block_step, int64_t ldb, bool direct,
+                    bool accumulate) {
   for (int64_t p = 0; p * kPanel < cols; ++p) {
     const int64_t width = std::min(kPanel, cols - p * kPanel);
     const __mmask16 low = lanes(width), high = lanes(width - 16);
@@ -330,11 +331,11 @@ void avx512_product(float* out, const float* a, const float* b, int64_t rows, in
       for (int64_t r0 = 0; r0 < rows; r0 += kBlockRows) {
         const int64_t count = std::min(kBlockRows, rows - r0);
         float* c0 = out + r0 * cols + p * kPanel;
-        const float* a0 = a + r0 * inner + k0;
+        const float* a0 = a + r0 * lda + k0;
         if (masked) {
-          product_rows<true>(count, c0, cols, a0, inner, b0, ldb, depth, low, high, add);
+          product_rows<true>(count, c0, cols, a0, lda, b0, ldb, depth, low, high, add);
         } else {
-          product_rows<false>(count, c0, cols, a0, inner, b0, ldb, depth, low, high, add);
+          product_rows<false>(count, c0, cols, a0, lda, b0, ldb, depth, low, high, add);
         }
       }
     }
@@ -362,8 +363,8 @@ class Panels {
 
   // out (rows, cols) (+)= a (rows, inner) @ b.
   void multiply(float* out, const float* a, int64_t rows, bool accumulate) const {
-    avx512_product(out, a, packed_.data_ptr<float>(), rows, inner_, cols_, inner_ * kPanel,
-                   kPanel, /*direct=*/false, accumulate);
+    avx512_product(out, a, inner_, packed_.data_ptr<float>(), rows, inner_, cols_,
+                   inner_ * kPanel, kPanel, /*direct=*/false, accumulate);
   }
 
  private:
@@ -541,6 +542,81 @@ std::vector<std::string> step_choices_made() {
   return lines;
 }
 
+// ---- transposes ------------------------------------------------------------------------------
+
+#ifdef __AVX512F__
+// dst (16, 16), its rows ldd apart, = src (16, 16)^T, src's rows lds apart: 16 loads, three
+// rounds of shuffles (pairs of floats, of doubles, of 128-bit lanes twice), 16 stores.
+RNNBENCH_INLINE void transpose_tile(float* dst, int64_t ldd, const float* src, int64_t lds) {
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * lds);
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    const __m512d a = _mm512_castps_pd(t[i]), b = _mm512_castps_pd(t[i + 1]);
+    const __m512d c = _mm512_castps_pd(t[i + 2]), d = _mm512_castps_pd(t[i + 3]);
+    r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  for (int i = 0; i < 16; i += 8) {
+    for (int j = 0; j < 4; ++j) {
+      t[i + j] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0x88);
+      t[i + j + 4] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0xdd);
+    }
+  }
+  for (int j = 0; j < 8; ++j) {
+    _mm512_storeu_ps(dst + j * ldd, _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88));
+    _mm512_storeu_ps(dst + (j + 8) * ldd, _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd));
+  }
+}
+#endif
+
+// dst (cols, rows), its rows ld apart, = src (rows, cols)^T, src's rows lds apart. In tiles of
+// 16 x 16 (in registers where AVX-512 is built), so that every line of memory read or written
+// is read or written whole.
+template <typename T>
+void transpose_into(T* __restrict__ dst, int64_t ld, const T* __restrict__ src, int64_t lds,
+                    int64_t rows, int64_t cols) {
+  constexpr int64_t kTile = 16;
+  for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
+    for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+      const int64_t r1 = std::min(rows, r0 + kTile), c1 = std::min(cols, c0 + kTile);
+#ifdef __AVX512F__
+      if constexpr (std::is_same_v<T, float>) {
+        if (r1 - r0 == kTile && c1 - c0 == kTile) {
+          transpose_tile(dst + c0 * ld + r0, ld, src + r0 * lds + c0, lds);
+          continue;
+        }
+      }
+#endif
+      for (int64_t c = c0; c < c1; ++c) {
+        for (int64_t r = r0; r < r1; ++r) dst[c * ld + r] = src[r * lds + c];
+      }
+    }
+  }
+}
+
+// The transpose of row-major `m` (rows, cols), as a view of a new row-major (cols, rows) matrix:
+// the layout fused stores its weights in, which autograd would otherwise copy a gradient into.
+// Blocks of 16 rows are shared out between torch's threads.
+Tensor transposed_copy(const Tensor& m) {
+  const int64_t rows = m.size(0), cols = m.size(1);
+  Tensor out = at::empty({cols, rows}, m.options());
+  AT_DISPATCH_FLOATING_TYPES(m.scalar_type(), "rnnbench_fused_transpose", [&] {
+    const scalar_t* const from = m.data_ptr<scalar_t>();
+    scalar_t* const to = out.data_ptr<scalar_t>();
+    at::parallel_for(0, (rows + 15) / 16, 1, [&](int64_t begin, int64_t end) {
+      const int64_t r0 = begin * 16, r1 = std::min(rows, end * 16);
+      transpose_into(to + r0, rows, from + r0 * cols, cols, r1 - r0, cols);
+    });
+  });
+  return out.t();
+}
+
 // ---- products over all time steps --------------------------------------------------------------
 
 // The input projection before the time loop, and the input and weight gradients after it, are
@@ -579,9 +655,14 @@ constexpr int64_t kTimedProduct = int64_t(1) << 27;
 
 // One way forced for every product (tests run each), or none: large products are timed.
 std::optional<Product> forced_product;
-// Shape, operand layouts, whether the result must be contiguous, and threads -> the way that
-// measured fastest.
-std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool, bool, int>, Product> product_choices;
+// Shape, operand layouts, the result's layout, and threads -> the way that measured fastest, and
+// the ways timed.
+struct ProductChoice {
+  Product way;
+  std::vector<Product> timed;
+};
+std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool, bool, bool, int>, ProductChoice>
+    product_choices;
 
 // torch.ops.mkldnn._linear_pointwise, or None where this torch has no oneDNN. Never freed: a
 // Python object must not be destroyed after the interpreter is.
@@ -601,6 +682,39 @@ Tensor linear_onednn(const Tensor& input, const Tensor& weight) {
   return onednn_linear()(input, weight, py::none(), "none", py::list(), "").cast<Tensor>();
 }
 
+#ifdef __AVX512F__
+// Rows of a product over all time steps that the AVX-512 kernel computes at a time: their rows
+// of a stay in cache while b's columns pass (all 3200 rows of an input projection would not).
+constexpr int64_t kRowsPerTask = 64;
+
+// a @ b on the AVX-512 kernel, reading b as it lies and a's rows wherever they start (a view of
+// some columns of a matrix will do). A large product is shared out between torch's threads a
+// block of rows at a time.
+Tensor avx512_sequence_product(const Tensor& a, const Tensor& b) {
+  const int64_t rows = a.size(0), inner = a.size(1), cols = b.size(1);
+  Tensor out = at::empty({rows, cols}, a.options());
+  float* const outp = out.data_ptr<float>();
+  const float* const ap = a.data_ptr<float>();
+  const float* const bp = b.data_ptr<float>();
+  const int64_t tasks = (rows + kRowsPerTask - 1) / kRowsPerTask;
+  const bool large = rows * inner * cols >= kTimedProduct;
+  at::parallel_for(0, tasks, large ? 1 : tasks, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t r0 = task * kRowsPerTask;
+      avx512_product(outp + r0 * cols, ap + r0 * a.stride(0), a.stride(0), bp,
+                     std::min(kRowsPerTask, rows - r0), inner, cols, kPanel, cols,
+                     /*direct=*/true, /*accumulate=*/false);
+    }
+  });
+  return out;
+}
+#endif
+
+// The layout a caller takes a product's result in: row-major, or transposed (a view of a row-major
+// matrix of the transposed shape: the layout fused stores its weights in, in which autograd
+// takes a weight's gradient without copying it).
+enum class Layout { kRowMajor, kTransposed };
+
 // a (rows, inner) @ b (inner, cols) one way; kOneDnnTransposed gives a transposed view.
 Tensor product_by(Product product, const Tensor& a, const Tensor& b) {
   switch (product) {
@@ -610,12 +724,8 @@ Tensor product_by(Product product, const Tensor& a, const Tensor& b) {
       return linear_onednn(b.t(), a).t();
     case Product::kAvx512:
 #ifdef __AVX512F__
-      if (a.scalar_type() == at::kFloat && a.is_contiguous() && b.is_contiguous()) {
-        Tensor out = at::empty({a.size(0), b.size(1)}, a.options());
-        avx512_product(out.data_ptr<float>(), a.data_ptr<float>(), b.data_ptr<float>(),
-                       a.size(0), a.size(1), b.size(1), kPanel, b.size(1), /*direct=*/true,
-                       /*accumulate=*/false);
-        return out;
+      if (a.scalar_type() == at::kFloat && a.stride(1) == 1 && b.is_contiguous()) {
+        return avx512_sequence_product(a, b);
       }
 #endif
       break;
@@ -634,31 +744,47 @@ Tensor product_by(Product product, const Tensor& a, const Tensor& b) {
   return out;
 }
 
-// a @ b for a product over all time steps, run the way chosen for its shape. `contiguous`: the
-// caller needs a contiguous result (a transposed one would cost a copy).
-Tensor sequence_product(const Tensor& a, const Tensor& b, bool contiguous) {
+// a @ b run `product`'s way, in `layout`: a way that gives the other layout is followed by a
+// transposed copy (part of that way's time when ways are timed).
+Tensor product_in(Layout layout, Product product, const Tensor& a, const Tensor& b) {
+  const Tensor result = product_by(product, a, b);
+  const bool row_major = result.is_contiguous();
+  if (layout == Layout::kTransposed && row_major) return transposed_copy(result);
+  if (layout == Layout::kRowMajor && !row_major) return result.contiguous();
+  return result;
+}
+
+// Whether m is row-major or the transpose of a row-major matrix.
+bool plain(const Tensor& m) { return m.is_contiguous() || m.t().is_contiguous(); }
+
+// a @ b for a product over all time steps in `layout`, run the way chosen for its shape.
+Tensor sequence_product(const Tensor& a, const Tensor& b, Layout layout) {
   const bool fp32 = a.scalar_type() == at::kFloat && a.numel() > 0 && b.numel() > 0;
-  const bool onednn = fp32 && !onednn_linear().is_none();
-  const bool avx512 = fp32 && kAvx512Built && a.is_contiguous() && b.is_contiguous();
+  // Not for other strides: oneDNN ran W_hh's gradient at T=50 B=64 H=512, whose gate gradients
+  // are some columns of a wider matrix, on its reference code, 30 s a call instead of 15 ms.
+  const bool onednn = fp32 && plain(a) && plain(b) && !onednn_linear().is_none();
+  const bool avx512 = fp32 && kAvx512Built && a.stride(1) == 1 && b.is_contiguous();
+  const bool transposed = layout == Layout::kTransposed;
   if (forced_product) {
     const bool here = *forced_product == Product::kAvx512 ? avx512
                       : *forced_product == Product::kBlas ? true : onednn;
-    if (!here) return product_by(Product::kBlas, a, b);
-    return product_by(contiguous && *forced_product == Product::kOneDnnTransposed
-                          ? Product::kOneDnn : *forced_product, a, b);
+    if (!here) return product_in(layout, Product::kBlas, a, b);
+    return product_in(layout, !transposed && *forced_product == Product::kOneDnnTransposed
+                                  ? Product::kOneDnn : *forced_product, a, b);
   }
   // The ways that may be the faster: oneDNN for large products (its call through Python costs
-  // more than a small one takes), the one-thread AVX-512 kernel for small ones or one thread.
+  // more than a small one takes), the AVX-512 kernel where built.
   const bool large = a.size(0) * a.size(1) * b.size(1) >= kTimedProduct;
   std::vector<Product> ways{Product::kBlas};
   if (onednn && large) ways.push_back(Product::kOneDnn);
-  if (onednn && large && !contiguous) ways.push_back(Product::kOneDnnTransposed);
-  if (avx512 && (!large || at::get_num_threads() == 1)) ways.push_back(Product::kAvx512);
-  if (ways.size() == 1) return product_by(Product::kBlas, a, b);
+  if (onednn && large && transposed) ways.push_back(Product::kOneDnnTransposed);
+  if (avx512) ways.push_back(Product::kAvx512);
+  if (ways.size() == 1) return product_in(layout, Product::kBlas, a, b);
   const auto key = std::make_tuple(a.size(0), a.size(1), b.size(1), a.is_contiguous(),
-                                   b.is_contiguous(), contiguous, at::get_num_threads());
+                                   a.stride(1) == 1, b.is_contiguous(), transposed,
+                                   at::get_num_threads());
   const auto known = product_choices.find(key);
-  if (known != product_choices.end()) return product_by(known->second, a, b);
+  if (known != product_choices.end()) return product_in(layout, known->second.way, a, b);
   // Each way three times, round by round so that every way sees the same moments of a machine
   // whose speed drifts; the way of the fastest run wins, and that run's result is returned. A
   // way that fails (a oneDNN that cannot run here) drops out.
@@ -670,7 +796,7 @@ Tensor sequence_product(const Tensor& a, const Tensor& b, bool contiguous) {
       const auto start = std::chrono::steady_clock::now();
       Tensor result;
       try {
-        result = product_by(product, a, b);
+        result = product_in(layout, product, a, b);
       } catch (const std::exception&) {
         if (product == Product::kBlas) throw;
         continue;
@@ -680,7 +806,7 @@ Tensor sequence_product(const Tensor& a, const Tensor& b, bool contiguous) {
       if (seconds < best_seconds) {
         best_seconds = seconds;
         best_result = result;
-        product_choices[key] = product;
+        product_choices[key] = ProductChoice{product, ways};
       }
     }
   }
@@ -688,18 +814,18 @@ Tensor sequence_product(const Tensor& a, const Tensor& b, bool contiguous) {
 }
 
 // a (rows, inner) @ b (inner, cols) the way a product over all time steps runs under
-// set_products: on its own, for tests.
-Tensor product_alone(const Tensor& a, const Tensor& b) {
+// set_products, row-major or `transposed`: on its own, for tests.
+Tensor product_alone(const Tensor& a, const Tensor& b, bool transposed) {
   TORCH_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0),
               "rnnbench_fused: product of mismatched shapes");
   TORCH_CHECK(a.scalar_type() == b.scalar_type() && a.device().is_cpu() && b.device().is_cpu(),
               "rnnbench_fused: product of mixed dtypes or not on the CPU");
-  return sequence_product(a, b, /*contiguous=*/true);
+  return sequence_product(a, b, transposed ? Layout::kTransposed : Layout::kRowMajor);
 }
 
 // Sets how the products over all time steps run: "auto", "blas", "onednn",
-// "onednn_transposed" (where a contiguous result is needed, "onednn") or, where built,
-// "avx512" (for contiguous float32 operands; for others "blas").
+// "onednn_transposed" (where a row-major result is needed, "onednn") or, where built,
+// "avx512" (for float32 operands, a's rows of contiguous elements; for others "blas").
 void set_products(const std::string& policy) {
   forced_product.reset();
   if (policy == "auto") return;
@@ -713,12 +839,18 @@ void set_products(const std::string& policy) {
               kAvx512Built ? "" : " (built without AVX-512: no avx512)");
 }
 
-// The ways the timed products chose, one line each: "rows x inner x cols, threads: way".
+// The ways the timed products chose, one line each:
+// "rows x inner x cols, threads: way (timed: way, way, ...)".
 std::vector<std::string> product_choices_made() {
   std::vector<std::string> lines;
-  for (const auto& [key, product] : product_choices) {
+  for (const auto& [key, choice] : product_choices) {
+    std::string timed;
+    for (const Product way : choice.timed) {
+      timed += (timed.empty() ? "" : ", ") + std::string(product_name(way));
+    }
     lines.push_back(choice_line(std::get<0>(key), std::get<1>(key), std::get<2>(key),
-                                std::get<6>(key), product_name(product)));
+                                std::get<7>(key), product_name(choice.way)) +
+                    " (timed: " + timed + ")");
   }
   return lines;
 }
@@ -1012,7 +1144,7 @@ std::vector<Tensor> forward(const std::string& family_name, const Tensor& x_in,
   // (a parameter is a transposed view of its storage), so these are views, not copies.
   const Tensor w_ih_t = w_ih.t().contiguous(), w_hh_t = w_hh.t().contiguous();
   // Premul: the input projection of every step in one product.
-  Tensor gx = sequence_product(x.view({T_ * B, x.size(2)}), w_ih_t, /*contiguous=*/true)
+  Tensor gx = sequence_product(x.view({T_ * B, x.size(2)}), w_ih_t, Layout::kRowMajor)
                   .view({T_, B, G});
   Tensor out = L.family == Family::kRnn ? gx : at::empty({T_, B, P}, options);
   Tensor cells, hidden, gh_n, c0;
@@ -1205,12 +1337,24 @@ std::vector<Tensor> backward(const std::string& family_name, const Tensor& grad_
   const int64_t T_ = L.steps, B = L.batch, H = L.hidden, P = L.out_size, G = L.gates;
   const std::vector<Tensor> initial = initial_state(L, state, x.options());
   const Tensor h0 = initial[0];
-  const Tensor w_hh_c = w_hh.contiguous();
 
   Tensor dh = grad_state[0].clone().contiguous();  // dL/dh of the step being processed
-  Tensor dgates = at::empty({T_, B, G}, x.options());
-  Tensor dgates_h, dc, dh_full, dhidden, c0, w_hr_c;
-  if (L.family == Family::kGru) dgates_h = at::empty({T_, B, G}, x.options());
+  // The gate gradients of every step are kept transposed, a row per gate unit over every step
+  // and batch row: the products after the loop read them so (the weight gradients as they lie,
+  // the input gradient as its transpose) and the bias gradients are sums along their rows.
+  // Each step's are written row-major first, for the step's own product, into one of two
+  // buffers taken in turn: a thread may start the next step's gate pass while another still
+  // multiplies this step's. The loop transposes them while they are in cache. (Read as a
+  // transposed view instead, oneDNN copied the other operand transposed for each weight
+  // gradient, and autograd copied the gradient into the weight's layout.) A GRU keeps the input-
+  // and hidden-side gradients apart; its step product reads the hidden side's.
+  Tensor dgates_by_unit = at::empty({G, T_ * B}, x.options());
+  Tensor steps_dg = at::empty({2, B, G}, x.options());
+  Tensor dgates_h_by_unit, steps_dgh, dc, dh_full, dhidden, c0, w_hr_c;
+  if (L.family == Family::kGru) {
+    dgates_h_by_unit = at::empty({G, T_ * B}, x.options());
+    steps_dgh = at::empty({2, B, G}, x.options());
+  }
   if (L.family == Family::kLstm) {
     c0 = initial[1];
     dc = grad_state[1].clone().contiguous();
@@ -1224,8 +1368,10 @@ std::vector<Tensor> backward(const std::string& family_name, const Tensor& grad_
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "rnnbench_fused_backward", [&] {
     using T = scalar_t;
     T* const dhp = dh.data_ptr<T>();
-    T* const dgp = dgates.data_ptr<T>();
-    T* const dghp = dgates_h.defined() ? dgates_h.data_ptr<T>() : dgp;
+    T* const dgp = steps_dg.data_ptr<T>();
+    T* const dghp = steps_dgh.defined() ? steps_dgh.data_ptr<T>() : dgp;
+    T* const dgup = dgates_by_unit.data_ptr<T>();
+    T* const dghup = dgates_h_by_unit.defined() ? dgates_h_by_unit.data_ptr<T>() : nullptr;
     const T* const gop = grad_out.data_ptr<T>();
     const T* const outp = out.data_ptr<T>();
     const T* const h0p = h0.data_ptr<T>();
@@ -1242,8 +1388,10 @@ std::vector<Tensor> backward(const std::string& family_name, const Tensor& grad_
     // never split).
     auto prepare = [&](const Share& share) {
       const int64_t width = share.units == H ? P : share.units;
-      const Tensor weight = share.units == H ? w_hh_c
-                                             : w_hh_c.narrow(1, share.j0, share.units).contiguous();
+      // Each thread copies its columns of W_hh (a transposed view of its storage, as fused.py
+      // stores it) at the same time as the others, rather than one thread a whole copy first.
+      const Tensor weight = share.units == H ? w_hh.contiguous()
+                                             : w_hh.narrow(1, share.j0, share.units).contiguous();
       const Tensor dh_share = dh.narrow(0, share.b0, share.rows).narrow(1, share.j0, width)
                                   .clone(at::MemoryFormat::Contiguous);
       const StepWeight<T> recurrent(weight.data_ptr<T>(), share.rows, G, width);
@@ -1252,6 +1400,8 @@ std::vector<Tensor> backward(const std::string& family_name, const Tensor& grad_
         const int64_t j0 = share.j0, units = share.units;
         for (int64_t s = T_ - 1; s >= 0; --s) {
           const int64_t t = L.time(s), tp = L.previous(s);
+          T* const step_dg = dgp + (s % 2) * B * G;
+          T* const step_dgh = dghp + (s % 2) * B * G;
           for (int64_t b = 0; b < share.rows; ++b) {
             const T* go = gop + (t * B + share.b0 + b) * P + j0;
             T* d = d0 + b * width;
@@ -1264,7 +1414,7 @@ std::vector<Tensor> backward(const std::string& family_name, const Tensor& grad_
           }
           for (int64_t b = share.b0; b < share.b0 + share.rows && units > 0; ++b) {
             T* const d = d0 + (b - share.b0) * width;
-            T* const dg = dgp + (t * B + b) * G + j0;  // gate q of the share: dg + q * H
+            T* const dg = step_dg + b * G + j0;  // gate q of the share: dg + q * H
             switch (L.family) {
               case Family::kRnn:
                 elman_step_back(d, outp + (t * B + b) * P + j0, dg, units, L.relu);
@@ -1280,7 +1430,7 @@ std::vector<Tensor> backward(const std::string& family_name, const Tensor& grad_
               }
               case Family::kGru: {
                 const T* g = gatesp + (t * B + b) * G + j0;
-                T* const dgh = dghp + (t * B + b) * G + j0;
+                T* const dgh = step_dgh + b * G + j0;
                 gru_row_back(g, g + H, g + 2 * H, gh_np + (t * B + b) * H + j0,
                              (tp < 0 ? h0p : outp + tp * B * P) + b * P + j0, d, dg, dg + H,
                              dg + 2 * H, dgh, dgh + H, dgh + 2 * H, units);
@@ -1288,11 +1438,17 @@ std::vector<Tensor> backward(const std::string& family_name, const Tensor& grad_
               }
             }
           }
+          for (int64_t q = 0; q < gate_blocks && units > 0; ++q) {
+            const int64_t from = share.b0 * G + q * H + j0;
+            const int64_t to = (q * H + j0) * T_ * B + t * B + share.b0;
+            transpose_into(dgup + to, T_ * B, step_dg + from, G, share.rows, units);
+            if (dghup) transpose_into(dghup + to, T_ * B, step_dgh + from, G, share.rows, units);
+          }
           share.sync();
           if (units > 0) {
             // dL/dh_{t-1} through W_hh; a GRU's direct part z * dL/dh_t is already in d0.
-            const T* dg = (L.family == Family::kGru ? dghp : dgp) + (t * B + share.b0) * G;
-            recurrent.multiply(d0, dg, /*accumulate=*/L.family == Family::kGru);
+            recurrent.multiply(d0, step_dgh + share.b0 * G,
+                               /*accumulate=*/L.family == Family::kGru);
           }
         }
         // dL/dh0, this share's rows and units of it.
@@ -1306,34 +1462,37 @@ std::vector<Tensor> backward(const std::string& family_name, const Tensor& grad_
 
   // Whole-sequence GEMMs. The hidden-side gradient pairs each step's gradient with the state
   // before it: h0 for the first step processed, the previous output for the others.
-  const Tensor dg_h = L.family == Family::kGru ? dgates_h : dgates;
+  const Tensor dg_h_t = L.family == Family::kGru ? dgates_h_by_unit : dgates_by_unit;
   const int64_t first = L.time(0);
   Tensor dw_hh;
   if (T_ > 1) {
-    const Tensor later = reverse ? dg_h.narrow(0, 0, T_ - 1) : dg_h.narrow(0, 1, T_ - 1);
+    const Tensor later = dg_h_t.narrow(1, reverse ? 0 : B, (T_ - 1) * B);
     const Tensor before = reverse ? out.narrow(0, 1, T_ - 1) : out.narrow(0, 0, T_ - 1);
-    dw_hh = sequence_product(later.reshape({-1, G}).t(), before.reshape({-1, P}),
-                             /*contiguous=*/false);
-    dw_hh.addmm_(dg_h[first].t(), h0);
+    dw_hh = sequence_product(later, before.reshape({-1, P}), Layout::kTransposed);
+    // None given: h0 is zeros.
+    if (!state.empty()) dw_hh.addmm_(dg_h_t.narrow(1, first * B, B), h0);
   } else {
-    dw_hh = at::mm(dg_h[first].t(), h0);
+    dw_hh = at::mm(dg_h_t, h0);
   }
-  const Tensor dg2d = dgates.view({T_ * B, G});
   Tensor dx;
-  if (need_input_grad) {
-    dx = sequence_product(dg2d, w_ih, /*contiguous=*/true).view({T_, B, x.size(2)});
+  if (need_input_grad) {  // dx^T = W_ih^T @ dgates^T, given in the layout of dx
+    dx = sequence_product(w_ih.t(), dgates_by_unit, Layout::kTransposed).t()
+             .view({T_, B, x.size(2)});
   }
   std::vector<Tensor> result{dx, dh};
   if (L.family == Family::kLstm) result.push_back(dc);
-  result.push_back(sequence_product(dg2d.t(), x.view({T_ * B, x.size(2)}), /*contiguous=*/false));
+  result.push_back(sequence_product(dgates_by_unit, x.view({T_ * B, x.size(2)}),
+                                    Layout::kTransposed));
   result.push_back(dw_hh);
   if (has_bias) {
-    result.push_back(dg2d.sum(0));
-    result.push_back(dg_h.view({T_ * B, G}).sum(0));
+    // Both biases are plain additions but in a GRU: the same gradient, summed once.
+    const Tensor db_ih = dgates_by_unit.sum(1);
+    result.push_back(db_ih);
+    result.push_back(L.family == Family::kGru ? dgates_h_by_unit.sum(1) : db_ih.clone());
   }
   if (w_hr) {
     result.push_back(sequence_product(dhidden.view({T_ * B, P}).t(), saved[2].view({T_ * B, H}),
-                                      /*contiguous=*/false));
+                                      Layout::kTransposed));
   }
   return result;
 }
@@ -1347,7 +1506,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("product_choices", &product_choices_made, "the ways timed products chose");
   m.def("set_step_products", &set_step_products, "how the products of a time step run");
   m.def("step_product", &step_product, "a time step's product on its own (for tests)");
-  m.def("product", &product_alone, "a product over all time steps on its own (for tests)");
+  m.def("product", &product_alone, "a product over all time steps on its own (for tests)",
+        py::arg("a"), py::arg("b"), py::arg("transposed") = false);
   m.def("kernel_ways", &kernel_ways, "the ways products can run here besides oneDNN");
   m.def("step_choices", &step_choices_made, "the ways timed step products chose");
 }

@@ -211,7 +211,8 @@ def test_fused_products_are_matrix_products_at_every_remainder(way, product):
     # vectors of 16) leave every remainder of rows and lanes below, and its inner dimension runs
     # in parts of 256; the step product reads the weight reordered into panels with zeros past
     # the last column, the product over all steps reads it as it lies, its last columns under a
-    # mask.
+    # mask, and gives its result row-major or transposed (copied 16 x 16 at a time, the last
+    # tiles short).
     implementation("fused")
     if way not in fused_kernel_ways():
         pytest.skip(f"fused's kernels were built without {way} here (no AVX-512)")
@@ -223,12 +224,39 @@ def test_fused_products_are_matrix_products_at_every_remainder(way, product):
                     a, b, c = (torch.randn(shape, generator=generator) for shape in
                                ((rows, inner), (inner, cols), (rows, cols)))
                     expected = a.double() @ b.double()
-                    for accumulate in (False, True) if product == "step_products" else (False,):
-                        out = (kernels.step_product(c, a, b, accumulate)
-                               if product == "step_products" else kernels.product(a, b))
-                        wanted = expected + c.double() if accumulate else expected
-                        assert torch.allclose(out.double(), wanted, rtol=1e-5, atol=1e-4), \
-                            f"{rows} x {inner} x {cols}, accumulate={accumulate}"
+                    if product == "step_products":
+                        for accumulate in (False, True):
+                            out = kernels.step_product(c, a, b, accumulate)
+                            wanted = expected + c.double() if accumulate else expected
+                            assert torch.allclose(out.double(), wanted, rtol=1e-5, atol=1e-4), \
+                                f"{rows} x {inner} x {cols}, accumulate={accumulate}"
+                        continue
+                    for transposed in (False, True):
+                        out = kernels.product(a, b, transposed=transposed)
+                        assert (out.t() if transposed else out).is_contiguous()
+                        assert torch.allclose(out.double(), expected, rtol=1e-5, atol=1e-4), \
+                            f"{rows} x {inner} x {cols}, transposed={transposed}"
+
+
+@pytest.mark.parametrize("way", ["blas", "avx512"])
+def test_fused_products_over_all_steps_read_a_view_of_columns_and_share_rows_out(way):
+    # The weight gradients multiply some columns of the transposed gate gradients: `a` is a
+    # view whose rows lie further apart than its width. A large product (from 2^27 multiply-
+    # adds) is shared out between the threads a block of 64 rows at a time, the last block short,
+    # and so is its transposed copy, 16 rows at a time.
+    implementation("fused")
+    if way not in fused_kernel_ways():
+        pytest.skip(f"fused's kernels were built without {way} here (no AVX-512)")
+    generator = torch.Generator().manual_seed(0)
+    with pinned_threads(2), fused_policy("products", way) as kernels:
+        for rows, inner, cols in ((65, 40, 33), (530, 520, 520)):
+            wide = torch.randn(rows, inner + 9, generator=generator)
+            a, b = wide[:, 5:5 + inner], torch.randn(inner, cols, generator=generator)
+            expected = a.double() @ b.double()
+            for transposed in (False, True):
+                out = kernels.product(a, b, transposed=transposed)
+                assert torch.allclose(out.double(), expected, rtol=1e-5, atol=1e-3), \
+                    f"{rows} x {inner} x {cols}, transposed={transposed}"
 
 
 def test_fused_times_each_step_product_once_and_remembers_the_way_it_chose():
@@ -269,25 +297,36 @@ def test_fused_products_over_all_steps_match_torch_nn_with_either_library(kind, 
         assert_matches_native(implementation("fused"), row, dtype="float32")
 
 
-def test_fused_times_each_large_product_once_and_remembers_the_way_it_chose():
-    # 32 steps of 32 rows into 4 x 128 gates from 256 inputs, on two threads: the input
-    # projection and the gradients are large enough to be timed against oneDNN; the one small
-    # product, W_hh's gradient (31 steps, 128 units), reads a transposed operand, which the
-    # AVX-512 kernel does not take, and runs on BLAS untimed. (On one thread the AVX-512 kernel
-    # is timed too.)
+def test_fused_times_each_product_once_and_remembers_the_way_it_chose():
+    # 32 steps of 32 rows into 4 x 256 gates from 256 inputs, on two threads: every product over
+    # all steps is large enough to be timed against oneDNN but W_hh's gradient (31 steps), whose
+    # gate gradients are some columns of a wider matrix: oneDNN runs those strides on its
+    # reference code, thousands of times slower. It is timed where the AVX-512 kernel is built.
     impl = implementation("fused")
     with pinned_threads(2), fused_policy("products", "auto") as kernels:
         before = set(kernels.product_choices())
-        row = (Config("lstm", 256, 128), 32, 32, True)
+        row = (Config("lstm", 256, 256), 32, 32, True)
         assert_matches_native(impl, row, dtype="float32")
         chosen = set(kernels.product_choices()) - before
         assert_matches_native(impl, row, dtype="float32")
         assert set(kernels.product_choices()) - before == chosen
-    ways = ("blas", "onednn", "onednn_transposed") if has_onednn() else ()
-    shapes = {"1024 x 256 x 512", "1024 x 512 x 256", "512 x 1024 x 256"}
-    assert {line.split(",")[0] for line in chosen} == (shapes if ways else set())
-    for line in chosen:
-        assert line.split(", ")[1].split(": ") in [["2 threads", way] for way in ways]
+        avx512 = ("avx512",) if "avx512" in kernels.kernel_ways() else ()
+    # The input projection, the input gradient (as its transpose, W_ih^T @ dgates^T) and W_ih's
+    # gradient; the gradients are wanted transposed, which oneDNN can also give directly.
+    onednn = ("onednn",) if has_onednn() else ()
+    transposed = ("onednn_transposed",) if has_onednn() else ()
+    large_ways = {"1024 x 256 x 1024": ("blas", *onednn, *avx512),
+                  "256 x 1024 x 1024": ("blas", *onednn, *transposed, *avx512),
+                  "1024 x 1024 x 256": ("blas", *onednn, *transposed, *avx512)}
+    expected = {shape: ways for shape, ways in large_ways.items() if len(ways) > 1}
+    if avx512:
+        expected["1024 x 992 x 256"] = ("blas", *avx512)
+    made = dict(line.split(", 2 threads: ") for line in chosen)
+    assert set(made) == set(expected)
+    for shape, choice in made.items():  # "way (timed: way, way, ...)"
+        way, timed = choice.removesuffix(")").split(" (timed: ")
+        assert sorted(timed.split(", ")) == sorted(expected[shape]), shape
+        assert way in expected[shape], shape
 
 
 @pytest.mark.parametrize("row", COMPILE_ROWS, ids=row_id)

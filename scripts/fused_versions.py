@@ -59,14 +59,17 @@ def time_versions(kind: str, workload: str, versions: dict, backward: bool, roun
     module = fused.IMPLEMENTATION.constructor(kind)(hidden, hidden)
     module.load_state_dict(native.state_dict())
     x = torch.randn(steps, batch, hidden, requires_grad=backward)
+    out_grad = torch.randn(steps, batch, hidden)
     calls = 20 if batch == 1 else 1  # a sample long enough to time at batch 1
 
     def sample(model, kernels) -> float:
         fused._kernels = kernels
         start = time.perf_counter()
         for _ in range(calls):
-            if backward:
-                model(x)[0].sum().backward()
+            if backward:  # as the bench's forward_backward: fresh gradients every call
+                model.zero_grad(set_to_none=True)
+                x.grad = None
+                model(x)[0].backward(out_grad)
             else:
                 with torch.no_grad():
                     model(x)

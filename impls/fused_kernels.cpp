@@ -3,16 +3,17 @@
 //
 // The work is arranged so that most FLOPs are large GEMMs:
 //   forward:  the input projection of every time step is one GEMM before the loop ("premul"),
-//             run by BLAS, oneDNN or (small, or on one thread) the AVX-512 kernel below,
-//             whichever measured faster for its shape;
+//             run by BLAS, oneDNN or the AVX-512 kernel below, whichever measured faster for
+//             its shape;
 //             the loop does one small GEMM per step (h_{t-1} @ W_hh^T) and the gate arithmetic
 //             in place in the premul buffer. Every GEMM reads its weight transposed and
 //             row-major, the layout fused.py stores its parameters in; in float32 the per-step
 //             product reads W_hh reordered once per call (StepWeight): packed for MKL, or
 //             into panels for an AVX-512 kernel of our own, whichever measured faster.
-//   backward: the loop does one small GEMM per step (dgates_t @ W_hh); the weight gradients,
-//             bias gradients and the input gradient are each one GEMM (or sum) over all steps,
-//             the GEMMs chosen like the premul's.
+//   backward: the loop does one small GEMM per step (dgates_t @ W_hh) and keeps the gate
+//             gradients transposed; the weight gradients (in their weights' layout), bias
+//             gradients and the input gradient are each one GEMM (or sum) over all steps, the
+//             GEMMs chosen like the premul's.
 // From a batch of 16 the threads share either loop (run_shares): each takes a share of the
 // hidden units and meets the others once per step, or, with a projection, of the batch rows.
 // Small per-step products (batch 1 or 2) skip ATen's dispatcher and BLAS call overhead and run
@@ -546,7 +547,7 @@ std::vector<std::string> step_choices_made() {
 
 #ifdef __AVX512F__
 // dst (16, 16), its rows ldd apart, = src (16, 16)^T, src's rows lds apart: 16 loads, three
-// rounds of shuffles (pairs of floats, of doubles, of 128-bit lanes twice), 16 stores.
+// rounds of shuffles (pairs of floats, pairs of doubles, then 128-bit lanes twice), 16 stores.
 RNNBENCH_INLINE void transpose_tile(float* dst, int64_t ldd, const float* src, int64_t lds) {
   __m512 r[16], t[16];
   for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * lds);
@@ -609,7 +610,10 @@ Tensor transposed_copy(const Tensor& m) {
   AT_DISPATCH_FLOATING_TYPES(m.scalar_type(), "rnnbench_fused_transpose", [&] {
     const scalar_t* const from = m.data_ptr<scalar_t>();
     scalar_t* const to = out.data_ptr<scalar_t>();
-    at::parallel_for(0, (rows + 15) / 16, 1, [&](int64_t begin, int64_t end) {
+    // Blocks of at least 64 Ki elements a task: a small copy runs on the calling thread.
+    const int64_t block = 16 * std::max<int64_t>(cols, 1);
+    const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / block);
+    at::parallel_for(0, (rows + 15) / 16, grain, [&](int64_t begin, int64_t end) {
       const int64_t r0 = begin * 16, r1 = std::min(rows, end * 16);
       transpose_into(to + r0, rows, from + r0 * cols, cols, r1 - r0, cols);
     });
@@ -647,22 +651,22 @@ const char* product_name(Product product) {
 
 // Products smaller than this (rows x inner x cols) are not timed against oneDNN, whose call
 // through Python costs tens of microseconds: a few milliseconds at most, where that timing
-// would cost more than a better choice saves. Where the AVX-512 kernel is built they are timed
-// against it instead: a few runs of each way, once per shape and process, which pays for itself
-// in the calls after (on a Zen 5 EPYC it ran the input projection of an LSTM at T=25 B=1 H=128
-// in a third of MKL's time).
+// would cost more than a better choice saves. Where the AVX-512 kernel is built, products of
+// every size are timed against it: a few runs of each way, once per shape and process, which
+// pays for itself in the calls after (on a Zen 5 EPYC it ran the input projection of an LSTM at
+// T=25 B=1 H=128 in a third of MKL's time).
 constexpr int64_t kTimedProduct = int64_t(1) << 27;
 
-// One way forced for every product (tests run each), or none: large products are timed.
+// One way forced for every product (tests run each), or none: timed.
 std::optional<Product> forced_product;
-// Shape, operand layouts, the result's layout, and threads -> the way that measured fastest, and
-// the ways timed.
+// Shape, operand layouts (and whether oneDNN may take them), the result's layout, and threads ->
+// the way that measured fastest, and the ways timed.
 struct ProductChoice {
   Product way;
   std::vector<Product> timed;
 };
-std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool, bool, bool, int>, ProductChoice>
-    product_choices;
+using ProductKey = std::tuple<int64_t, int64_t, int64_t, bool, bool, bool, bool, bool, int>;
+std::map<ProductKey, ProductChoice> product_choices;
 
 // torch.ops.mkldnn._linear_pointwise, or None where this torch has no oneDNN. Never freed: a
 // Python object must not be destroyed after the interpreter is.
@@ -781,7 +785,7 @@ Tensor sequence_product(const Tensor& a, const Tensor& b, Layout layout) {
   if (avx512) ways.push_back(Product::kAvx512);
   if (ways.size() == 1) return product_in(layout, Product::kBlas, a, b);
   const auto key = std::make_tuple(a.size(0), a.size(1), b.size(1), a.is_contiguous(),
-                                   a.stride(1) == 1, b.is_contiguous(), transposed,
+                                   a.stride(1) == 1, b.is_contiguous(), onednn, transposed,
                                    at::get_num_threads());
   const auto known = product_choices.find(key);
   if (known != product_choices.end()) return product_in(layout, known->second.way, a, b);
@@ -849,7 +853,7 @@ std::vector<std::string> product_choices_made() {
       timed += (timed.empty() ? "" : ", ") + std::string(product_name(way));
     }
     lines.push_back(choice_line(std::get<0>(key), std::get<1>(key), std::get<2>(key),
-                                std::get<7>(key), product_name(choice.way)) +
+                                std::get<8>(key), product_name(choice.way)) +
                     " (timed: " + timed + ")");
   }
   return lines;
@@ -1388,8 +1392,9 @@ std::vector<Tensor> backward(const std::string& family_name, const Tensor& grad_
     // never split).
     auto prepare = [&](const Share& share) {
       const int64_t width = share.units == H ? P : share.units;
-      // Each thread copies its columns of W_hh (a transposed view of its storage, as fused.py
-      // stores it) at the same time as the others, rather than one thread a whole copy first.
+      // Each thread copies the columns of W_hh it multiplies by (W_hh is a transposed view of
+      // its storage, as fused.py stores it), all of them where the rows are split, at the same
+      // time as the others, rather than one thread a whole copy first.
       const Tensor weight = share.units == H ? w_hh.contiguous()
                                              : w_hh.narrow(1, share.j0, share.units).contiguous();
       const Tensor dh_share = dh.narrow(0, share.b0, share.rows).narrow(1, share.j0, width)
@@ -1472,7 +1477,7 @@ std::vector<Tensor> backward(const std::string& family_name, const Tensor& grad_
     // None given: h0 is zeros.
     if (!state.empty()) dw_hh.addmm_(dg_h_t.narrow(1, first * B, B), h0);
   } else {
-    dw_hh = at::mm(dg_h_t, h0);
+    dw_hh = sequence_product(dg_h_t, h0, Layout::kTransposed);
   }
   Tensor dx;
   if (need_input_grad) {  // dx^T = W_ih^T @ dgates^T, given in the layout of dx

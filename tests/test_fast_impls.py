@@ -203,6 +203,15 @@ def test_fused_float32_step_products_match_torch_nn_either_way(kind, options, hi
         assert_matches_native(impl, row, dtype="float32")
 
 
+def test_fused_float32_gradients_with_the_batch_rows_shared_out():
+    # With a projection the threads share the batch rows: 40 rows give each thread 20, so each
+    # transposes its gate gradients in whole 16 x 16 tiles from a first row past 0 (the second
+    # thread's at row 20), and a remainder of 4.
+    with pinned_threads(2):
+        row = (Config("lstm", 6, 32, proj_size=5, bidirectional=True), 9, 40, True)
+        assert_matches_native(implementation("fused"), row, dtype="float32")
+
+
 @pytest.mark.parametrize("product", ["step_products", "products"])
 @pytest.mark.parametrize("way", ["blas", "avx512"])
 def test_fused_products_are_matrix_products_at_every_remainder(way, product):

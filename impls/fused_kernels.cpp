@@ -546,7 +546,7 @@ std::vector<std::string> step_choices_made() {
 // ---- transposes ------------------------------------------------------------------------------
 
 #ifdef __AVX512F__
-// dst (16, 16), its rows ldd apart, = src (16, 16)^T, src's rows lds apart: 16 loads, three
+// dst (16, 16), its rows ldd apart, = src (16, 16)^T, src's rows lds apart: 16 loads, four
 // rounds of shuffles (pairs of floats, pairs of doubles, then 128-bit lanes twice), 16 stores.
 RNNBENCH_INLINE void transpose_tile(float* dst, int64_t ldd, const float* src, int64_t lds) {
   __m512 r[16], t[16];

@@ -168,6 +168,12 @@ def fused_kernel_ways() -> list[str]:
         return ["blas"]
 
 
+def skip_unless_built(way: str) -> None:
+    """Skips the test where fused's kernels cannot run their products `way`'s way here."""
+    if way not in fused_kernel_ways():
+        pytest.skip(f"fused's kernels were built without {way} here (no AVX-512)")
+
+
 @contextlib.contextmanager
 def fused_policy(setting: str, policy: str):
     """Inside the block fused's kernels run `setting` ("products": the products over all time
@@ -196,8 +202,7 @@ def test_fused_float32_step_products_match_torch_nn_either_way(kind, options, hi
     # (inner dimension 4 x 70 = 280 for an LSTM) runs its inner dimension in two parts. On two
     # threads the units are split (35 each), or with 9 units the batch.
     impl = implementation("fused")
-    if way not in fused_kernel_ways():
-        pytest.skip(f"fused's kernels were built without {way} here (no AVX-512)")
+    skip_unless_built(way)
     row = (Config(kind, 6, hidden, num_layers=2, bidirectional=True, **options), 20, 7, True)
     with pinned_threads(threads), fused_policy("step_products", way):
         assert_matches_native(impl, row, dtype="float32")
@@ -223,8 +228,7 @@ def test_fused_products_are_matrix_products_at_every_remainder(way, product):
     # mask, and gives its result row-major or transposed (copied 16 x 16 at a time, the last
     # tiles short).
     implementation("fused")
-    if way not in fused_kernel_ways():
-        pytest.skip(f"fused's kernels were built without {way} here (no AVX-512)")
+    skip_unless_built(way)
     generator = torch.Generator().manual_seed(0)
     with fused_policy(product, way) as kernels:
         for rows in range(1, 18):
@@ -254,8 +258,7 @@ def test_fused_products_over_all_steps_read_a_view_of_columns_and_share_rows_out
     # adds) is shared out between the threads a block of 64 rows at a time, the last block short,
     # and so is its transposed copy, 16 rows at a time.
     implementation("fused")
-    if way not in fused_kernel_ways():
-        pytest.skip(f"fused's kernels were built without {way} here (no AVX-512)")
+    skip_unless_built(way)
     generator = torch.Generator().manual_seed(0)
     with pinned_threads(2), fused_policy("products", way) as kernels:
         for rows, inner, cols in ((65, 40, 33), (530, 520, 520)):
@@ -299,8 +302,8 @@ def test_fused_products_over_all_steps_match_torch_nn_with_either_library(kind, 
     # The input projection and the input and weight gradients run on BLAS, on oneDNN (a result
     # as it comes or transposed) or on the AVX-512 kernel, whichever measured faster for their
     # shape.
-    if policy == "avx512" and policy not in fused_kernel_ways():
-        pytest.skip("fused's kernels were built without avx512 here (no AVX-512)")
+    if policy == "avx512":  # BLAS is always there; without oneDNN the marker above skips
+        skip_unless_built(policy)
     row = (Config(kind, 6, 9, num_layers=2, bidirectional=True, **options), 20, 7, True)
     with fused_policy("products", policy):
         assert_matches_native(implementation("fused"), row, dtype="float32")

@@ -37,7 +37,7 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-#ifdef __AVX512F__
+#ifdef __AVX2__
 #include <immintrin.h>
 #endif
 
@@ -252,149 +252,274 @@ class MklPacked {
   Tensor packed_;
 };
 
-#ifdef __AVX512F__
-// A product of our own for AVX-512 machines, on which MKL may not run its AVX-512 code: on a
-// 2-core AMD EPYC (Zen 5, AVX-512) torch's MKL ran a one-thread (32 x 256) @ (256 x 1024) at
-// 78 GFLOP/s and oneDNN at 160, and with this kernel instead of MKL's packed GEMM fused's
-// LSTM forward at T=100 B=32 H=256 took 8.4 instead of 14.0 ms. out is computed kBlockRows
-// rows by kPanel columns at a time: 16 accumulators in registers, and each step along the
-// inner dimension two loads of b and a broadcast of a per row.
-constexpr int64_t kPanel = 32;      // columns: two vectors of 16 floats
-constexpr int64_t kBlockRows = 8;   // rows of out a block keeps in registers
-constexpr int64_t kDepth = 256;     // of inner at a time: 32 KiB of b's columns, in L1
+// The ways a product can run: on BLAS (a time step's product in float32 on MKL's packed GEMM
+// where torch has MKL), on oneDNN (products over all time steps only: its result as it comes,
+// or transposed), or on a kernel of our own, for AVX2 or for AVX-512, where built.
+enum class Product { kBlas, kOneDnn, kOneDnnTransposed, kAvx2, kAvx512 };
+constexpr Product kProducts[] = {Product::kBlas, Product::kOneDnn, Product::kOneDnnTransposed,
+                                 Product::kAvx2, Product::kAvx512};
+// Those a time step's product can run on.
+constexpr Product kStepWays[] = {Product::kBlas, Product::kAvx2, Product::kAvx512};
 
-// The first `count` of 16 lanes (none for count <= 0, all for count >= 16).
-__mmask16 lanes(int64_t count) {
-  return count <= 0 ? 0 : count >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << count) - 1);
+const char* product_name(Product product) {
+  switch (product) {
+    case Product::kBlas: return "blas";
+    case Product::kOneDnn: return "onednn";
+    case Product::kOneDnnTransposed: return "onednn_transposed";
+    case Product::kAvx2: return "avx2";
+    case Product::kAvx512: return "avx512";
+  }
+  return "";
 }
 
-// c (Rows, 32 columns, those of the masks) (+)= a (Rows, depth) @ b (depth, 32), b's rows ldb
-// apart, read under the masks where `MaskB` (b's last columns, at the end of its rows).
-template <int Rows, bool MaskB>
-RNNBENCH_INLINE void product_block(float* c, int64_t ldc, const float* a, int64_t lda,
-                                   const float* b, int64_t ldb, int64_t depth, __mmask16 low,
-                                   __mmask16 high, bool add) {
-  __m512 left[Rows], right[Rows];
-#pragma GCC unroll 8
-  for (int r = 0; r < Rows; ++r) {
-    left[r] = add ? _mm512_maskz_loadu_ps(low, c + r * ldc) : _mm512_setzero_ps();
-    right[r] = add ? _mm512_maskz_loadu_ps(high, c + r * ldc + 16) : _mm512_setzero_ps();
-  }
-  for (int64_t k = 0; k < depth; ++k) {
-    const __m512 b0 = MaskB ? _mm512_maskz_loadu_ps(low, b + k * ldb) : _mm512_loadu_ps(b + k * ldb);
-    const __m512 b1 = MaskB ? _mm512_maskz_loadu_ps(high, b + k * ldb + 16)
-                            : _mm512_loadu_ps(b + k * ldb + 16);
-#pragma GCC unroll 8
-    for (int r = 0; r < Rows; ++r) {
-      const __m512 ar = _mm512_set1_ps(a[r * lda + k]);
-      left[r] = _mm512_fmadd_ps(ar, b0, left[r]);
-      right[r] = _mm512_fmadd_ps(ar, b1, right[r]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < Rows; ++r) {
-    _mm512_mask_storeu_ps(c + r * ldc, low, left[r]);
-    _mm512_mask_storeu_ps(c + r * ldc + 16, high, right[r]);
-  }
-}
-
-template <bool MaskB>
-void product_rows(int64_t count, float* c, int64_t ldc, const float* a, int64_t lda,
-                  const float* b, int64_t ldb, int64_t depth, __mmask16 low, __mmask16 high,
-                  bool add) {
-  switch (count) {
-    case 8: return product_block<8, MaskB>(c, ldc, a, lda, b, ldb, depth, low, high, add);
-    case 7: return product_block<7, MaskB>(c, ldc, a, lda, b, ldb, depth, low, high, add);
-    case 6: return product_block<6, MaskB>(c, ldc, a, lda, b, ldb, depth, low, high, add);
-    case 5: return product_block<5, MaskB>(c, ldc, a, lda, b, ldb, depth, low, high, add);
-    case 4: return product_block<4, MaskB>(c, ldc, a, lda, b, ldb, depth, low, high, add);
-    case 3: return product_block<3, MaskB>(c, ldc, a, lda, b, ldb, depth, low, high, add);
-    case 2: return product_block<2, MaskB>(c, ldc, a, lda, b, ldb, depth, low, high, add);
-    default: return product_block<1, MaskB>(c, ldc, a, lda, b, ldb, depth, low, high, add);
-  }
-}
-
-// out (rows, cols) (+)= a (rows, inner; its rows lda apart) @ b, where row k of b's columns
-// [32p, 32p + 32) starts at b + p * block_step + k * ldb: b itself (block_step 32, ldb cols:
-// `direct`, its last columns read under a mask) or b reordered into Panels (block_step
-// inner * 32, ldb 32, zeros past the last column).
-void avx512_product(float* out, const float* a, int64_t lda, const float* b, int64_t rows,
-                    int64_t inner, int64_t cols, int64_t block_step, int64_t ldb, bool direct,
-                    bool accumulate) {
-  for (int64_t p = 0; p * kPanel < cols; ++p) {
-    const int64_t width = std::min(kPanel, cols - p * kPanel);
-    const __mmask16 low = lanes(width), high = lanes(width - 16);
-    const bool masked = direct && width < kPanel;
-    for (int64_t k0 = 0; k0 < inner; k0 += kDepth) {
-      const int64_t depth = std::min(kDepth, inner - k0);
-      const float* b0 = b + p * block_step + k0 * ldb;
-      const bool add = accumulate || k0 > 0;
-      for (int64_t r0 = 0; r0 < rows; r0 += kBlockRows) {
-        const int64_t count = std::min(kBlockRows, rows - r0);
-        float* c0 = out + r0 * cols + p * kPanel;
-        const float* a0 = a + r0 * lda + k0;
-        if (masked) {
-          product_rows<true>(count, c0, cols, a0, lda, b0, ldb, depth, low, high, add);
-        } else {
-          product_rows<false>(count, c0, cols, a0, lda, b0, ldb, depth, low, high, add);
-        }
-      }
-    }
-  }
-}
-
-// b (inner, cols) reordered for avx512_product once, for the products every time step does
-// with it: each block of 32 columns' rows contiguous, zeros past the last column, so that a
-// block's depth of rows is one run of memory in L1.
-class Panels {
- public:
-  Panels(const float* b, int64_t inner, int64_t cols)
-      : inner_(inner), cols_(cols),
-        packed_(at::zeros({(cols + kPanel - 1) / kPanel * inner * kPanel},
-                          at::TensorOptions().dtype(at::kFloat))) {
-    float* packed = packed_.data_ptr<float>();
-    for (int64_t p = 0; p * kPanel < cols; ++p) {
-      const int64_t width = std::min(kPanel, cols - p * kPanel);
-      for (int64_t k = 0; k < inner; ++k) {
-        std::copy(b + k * cols + p * kPanel, b + k * cols + p * kPanel + width,
-                  packed + (p * inner + k) * kPanel);
-      }
-    }
-  }
-
-  // out (rows, cols) (+)= a (rows, inner) @ b.
-  void multiply(float* out, const float* a, int64_t rows, bool accumulate) const {
-    avx512_product(out, a, inner_, packed_.data_ptr<float>(), rows, inner_, cols_,
-                   inner_ * kPanel, kPanel, /*direct=*/false, accumulate);
-  }
-
- private:
-  int64_t inner_, cols_;
-  Tensor packed_;
-};
+#if defined(__AVX2__) && defined(__FMA__)
+#define RNNBENCH_OWN_KERNEL 1
+constexpr bool kAvx2Built = true;
+#else
+constexpr bool kAvx2Built = false;
 #endif
-
-// How a time step's product runs in float32: on BLAS (MKL's packed GEMM where torch has MKL), or
-// on the AVX-512 panels where they were built. Neither is the faster on every CPU (MKL runs its
-// AVX-512 code on some), so each thread times both the first time it meets a shape, and the
-// faster runs that shape from then on.
-enum class StepWay { kBlas, kAvx512 };
-
-const char* step_way_name(StepWay way) { return way == StepWay::kBlas ? "blas" : "avx512"; }
-
 #ifdef __AVX512F__
 constexpr bool kAvx512Built = true;
 #else
 constexpr bool kAvx512Built = false;
 #endif
 
+// Whether `product` can run here: our own kernels where the build's instruction sets have them.
+constexpr bool built(Product product) {
+  return product == Product::kAvx2 ? kAvx2Built
+         : product == Product::kAvx512 ? kAvx512Built : true;
+}
+
+// The kernel of our own timed against the libraries: the widest built. (The AVX2 kernel runs on
+// an AVX-512 machine only where forced, which is how tests there check it.)
+constexpr std::optional<Product> kOwnKernel =
+    kAvx512Built ? std::optional<Product>(Product::kAvx512)
+    : kAvx2Built ? std::optional<Product>(Product::kAvx2) : std::nullopt;
+
+// The ways products can run here besides oneDNN: "blas", then our own kernels built.
+std::vector<std::string> kernel_ways() {
+  std::vector<std::string> ways;
+  for (const Product way : kStepWays) {
+    if (built(way)) ways.push_back(product_name(way));
+  }
+  return ways;
+}
+
+// The error for a policy that names no way here: the policies there are, in one line.
+[[noreturn]] void unknown_policy(const char* what, const std::string& policy,
+                                 const std::vector<Product>& ways) {
+  std::string known = "auto";
+  for (const Product way : ways) {
+    if (built(way)) known += std::string(", ") + product_name(way);
+  }
+  TORCH_CHECK(false, "rnnbench_fused: unknown ", what, " policy ", policy, " (here: ", known, ")");
+}
+
+#ifdef RNNBENCH_OWN_KERNEL
+// A product of our own, for CPUs on which MKL may not run its fastest code: on a 2-core AMD
+// EPYC (Zen 5, AVX-512) torch's MKL ran a one-thread (32 x 256) @ (256 x 1024) at 78 GFLOP/s
+// and oneDNN at 160, and with this kernel instead of MKL's packed GEMM fused's LSTM forward at
+// T=100 B=32 H=256 took 8.4 instead of 14.0 ms. One kernel, built for each instruction set
+// below (their vector operations are all that differs): out is computed kBlockRows rows by a
+// panel of two vectors' columns at a time, 2 x kBlockRows accumulators in registers, and each
+// step along the inner dimension two loads of b and a broadcast of a per row.
+constexpr int64_t kDepth = 256;  // of inner at a time: a panel's rows of b in L1 (16 or 32 KiB)
+
+// AVX2 with FMA: vectors of 8 floats, 16 registers: blocks of 6 rows (12 accumulators, two
+// vectors of b and a broadcast).
+struct Avx2 {
+  using Vec = __m256;
+  // Lanes under a mask, and whether that is all of them: whole vectors go through plain loads
+  // and stores (AVX2's masked stores are slow on AMD's CPUs).
+  struct Mask {
+    __m256i lanes;
+    bool full;
+  };
+  static constexpr int64_t kLanes = 8;
+  static constexpr int kBlockRows = 6;
+
+  // The first `count` lanes (none for count <= 0, all from count 8).
+  static Mask first(int64_t count) {
+    const int n = static_cast<int>(std::clamp<int64_t>(count, 0, kLanes));
+    const __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return {_mm256_cmpgt_epi32(_mm256_set1_epi32(n), index), n == kLanes};
+  }
+  static Vec zero() { return _mm256_setzero_ps(); }
+  static Vec load(const float* p) { return _mm256_loadu_ps(p); }
+  static Vec load(const Mask& m, const float* p) {
+    return m.full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m.lanes);
+  }
+  static void store(const Mask& m, float* p, Vec v) {
+    if (m.full) {
+      _mm256_storeu_ps(p, v);
+    } else {
+      _mm256_maskstore_ps(p, m.lanes, v);
+    }
+  }
+  static Vec broadcast(float x) { return _mm256_set1_ps(x); }
+  static Vec fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+};
+
+#ifdef __AVX512F__
+// AVX-512: vectors of 16 floats, 32 registers: blocks of 8 rows (16 accumulators).
+struct Avx512 {
+  using Vec = __m512;
+  using Mask = __mmask16;
+  static constexpr int64_t kLanes = 16;
+  static constexpr int kBlockRows = 8;
+
+  // The first `count` lanes (none for count <= 0, all from count 16).
+  static Mask first(int64_t count) {
+    return count <= 0 ? 0 : count >= kLanes ? 0xFFFF : static_cast<Mask>((1u << count) - 1);
+  }
+  static Vec zero() { return _mm512_setzero_ps(); }
+  static Vec load(const float* p) { return _mm512_loadu_ps(p); }
+  static Vec load(Mask m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
+  static void store(Mask m, float* p, Vec v) { _mm512_mask_storeu_ps(p, m, v); }
+  static Vec broadcast(float x) { return _mm512_set1_ps(x); }
+  static Vec fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+};
+#endif
+
+// c (Rows, a panel's columns, those of the masks) (+)= a (Rows, depth) @ b (depth, panel),
+// b's rows ldb apart, read under the masks where `MaskB` (b's last columns, at the end of its
+// rows).
+template <typename S, int Rows, bool MaskB>
+RNNBENCH_INLINE void product_block(float* c, int64_t ldc, const float* a, int64_t lda,
+                                   const float* b, int64_t ldb, int64_t depth,
+                                   typename S::Mask low, typename S::Mask high, bool add) {
+  constexpr int64_t kLanes = S::kLanes;
+  typename S::Vec left[Rows], right[Rows];
+#pragma GCC unroll 8
+  for (int r = 0; r < Rows; ++r) {
+    left[r] = add ? S::load(low, c + r * ldc) : S::zero();
+    right[r] = add ? S::load(high, c + r * ldc + kLanes) : S::zero();
+  }
+  for (int64_t k = 0; k < depth; ++k) {
+    const float* bk = b + k * ldb;
+    const auto b0 = MaskB ? S::load(low, bk) : S::load(bk);
+    const auto b1 = MaskB ? S::load(high, bk + kLanes) : S::load(bk + kLanes);
+#pragma GCC unroll 8
+    for (int r = 0; r < Rows; ++r) {
+      const auto ar = S::broadcast(a[r * lda + k]);
+      left[r] = S::fma(ar, b0, left[r]);
+      right[r] = S::fma(ar, b1, right[r]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < Rows; ++r) {
+    S::store(low, c + r * ldc, left[r]);
+    S::store(high, c + r * ldc + kLanes, right[r]);
+  }
+}
+
+// product_block for the last `count` rows (1 to S::kBlockRows), a block unrolled for each count.
+template <typename S, bool MaskB, int Rows = S::kBlockRows>
+void product_rows(int64_t count, float* c, int64_t ldc, const float* a, int64_t lda,
+                  const float* b, int64_t ldb, int64_t depth, typename S::Mask low,
+                  typename S::Mask high, bool add) {
+  if constexpr (Rows > 1) {
+    if (count < Rows) {
+      return product_rows<S, MaskB, Rows - 1>(count, c, ldc, a, lda, b, ldb, depth, low, high,
+                                              add);
+    }
+  }
+  product_block<S, Rows, MaskB>(c, ldc, a, lda, b, ldb, depth, low, high, add);
+}
+
+// out (rows, cols) (+)= a (rows, inner; its rows lda apart) @ b, where row k of b's columns
+// [panel p, panel p + panel) starts at b + p * block_step + k * ldb: b itself (block_step a
+// panel, ldb cols: `direct`, its last columns read under a mask) or b reordered into Panels
+// (block_step inner x panel, ldb a panel, zeros past the last column).
+template <typename S>
+void simd_product(float* out, const float* a, int64_t lda, const float* b, int64_t rows,
+                  int64_t inner, int64_t cols, int64_t block_step, int64_t ldb, bool direct,
+                  bool accumulate) {
+  constexpr int64_t kPanel = 2 * S::kLanes;
+  for (int64_t p = 0; p * kPanel < cols; ++p) {
+    const int64_t width = std::min(kPanel, cols - p * kPanel);
+    const auto low = S::first(width), high = S::first(width - S::kLanes);
+    const bool masked = direct && width < kPanel;
+    for (int64_t k0 = 0; k0 < inner; k0 += kDepth) {
+      const int64_t depth = std::min(kDepth, inner - k0);
+      const float* b0 = b + p * block_step + k0 * ldb;
+      const bool add = accumulate || k0 > 0;
+      for (int64_t r0 = 0; r0 < rows; r0 += S::kBlockRows) {
+        const int64_t count = std::min<int64_t>(S::kBlockRows, rows - r0);
+        float* c0 = out + r0 * cols + p * kPanel;
+        const float* a0 = a + r0 * lda + k0;
+        if (masked) {
+          product_rows<S, true>(count, c0, cols, a0, lda, b0, ldb, depth, low, high, add);
+        } else {
+          product_rows<S, false>(count, c0, cols, a0, lda, b0, ldb, depth, low, high, add);
+        }
+      }
+    }
+  }
+}
+
+// The columns of a panel of `kernel` (kAvx2 or kAvx512): two of its vectors.
+constexpr int64_t panel_width(Product kernel) { return kernel == Product::kAvx512 ? 32 : 16; }
+
+// simd_product on `kernel`'s instruction set.
+void own_product(Product kernel, float* out, const float* a, int64_t lda, const float* b,
+                 int64_t rows, int64_t inner, int64_t cols, int64_t block_step, int64_t ldb,
+                 bool direct, bool accumulate) {
+#ifdef __AVX512F__
+  if (kernel == Product::kAvx512) {
+    return simd_product<Avx512>(out, a, lda, b, rows, inner, cols, block_step, ldb, direct,
+                                accumulate);
+  }
+#endif
+  simd_product<Avx2>(out, a, lda, b, rows, inner, cols, block_step, ldb, direct, accumulate);
+}
+
+// b (inner, cols) reordered once for `kernel`, for the products every time step does with it:
+// each panel's rows contiguous, zeros past the last column, so that a panel's depth of rows is
+// one run of memory in L1.
+class Panels {
+ public:
+  Panels(Product kernel, const float* b, int64_t inner, int64_t cols)
+      : kernel_(kernel), width_(panel_width(kernel)), inner_(inner), cols_(cols),
+        packed_(at::zeros({(cols + width_ - 1) / width_ * inner * width_},
+                          at::TensorOptions().dtype(at::kFloat))) {
+    float* packed = packed_.data_ptr<float>();
+    for (int64_t p = 0; p * width_ < cols; ++p) {
+      const int64_t width = std::min(width_, cols - p * width_);
+      for (int64_t k = 0; k < inner; ++k) {
+        std::copy(b + k * cols + p * width_, b + k * cols + p * width_ + width,
+                  packed + (p * inner + k) * width_);
+      }
+    }
+  }
+
+  Product kernel() const { return kernel_; }
+
+  // out (rows, cols) (+)= a (rows, inner) @ b.
+  void multiply(float* out, const float* a, int64_t rows, bool accumulate) const {
+    own_product(kernel_, out, a, inner_, packed_.data_ptr<float>(), rows, inner_, cols_,
+                inner_ * width_, width_, /*direct=*/false, accumulate);
+  }
+
+ private:
+  Product kernel_;
+  int64_t width_, inner_, cols_;
+  Tensor packed_;
+};
+#endif
+
+// How a time step's product runs in float32: on BLAS (MKL's packed GEMM where torch has MKL), or
+// on panels for our own kernel where built. Neither is the faster on every CPU (MKL runs its
+// AVX-512 code on some), so each thread times both the first time it meets a shape, and the
+// faster runs that shape from then on.
+//
 // One way forced for every step product (tests run each), or none: timed.
-std::optional<StepWay> forced_step_way;
+std::optional<Product> forced_step_way;
 // Rows, inner, cols, threads at once, whether a team -> the way that measured fastest. Threads
 // of a team choose at the same time, hence the lock.
 using StepKey = std::tuple<int64_t, int64_t, int64_t, int, bool>;
 std::mutex step_choices_lock;
-std::map<StepKey, StepWay> step_choices;
+std::map<StepKey, Product> step_choices;
 
 // out (rows, cols) (+)= a (rows, inner) @ b (inner, cols), the product every time step does
 // with the same b. In float32 b is reordered when this is made for the way chosen (MKL's
@@ -409,19 +534,17 @@ class StepWeight {
     if constexpr (std::is_same_v<T, float>) {
       if (rows <= kSmallRows || cols == 0 || inner == 0) return;
       // Each way reorders b its own way: only the way chosen does, unless both are to be timed.
-      std::optional<StepWay> way;
-#ifdef __AVX512F__
+      std::optional<Product> way = Product::kBlas;
+#ifdef RNNBENCH_OWN_KERNEL
       way = known_way();
-      if (way != StepWay::kBlas) panels_.emplace(b, inner, cols);
-#else
-      way = StepWay::kBlas;
+      if (way != Product::kBlas) panels_.emplace(way.value_or(*kOwnKernel), b, inner, cols);
 #endif
-      if (way != StepWay::kAvx512) {
+      if (way == Product::kBlas || !way) {
         const MklPacked mkl(b, rows, inner, cols);
         if (mkl.available()) mkl_ = mkl;
       }
-#ifdef __AVX512F__
-      if (!way && time_ways() == StepWay::kBlas) {
+#ifdef RNNBENCH_OWN_KERNEL
+      if (!way && time_ways() == Product::kBlas) {
         panels_.reset();
       } else if (!way) {
         mkl_.reset();
@@ -431,25 +554,25 @@ class StepWeight {
   }
 
   void multiply(T* out, const T* a, bool accumulate) const {
-#ifdef __AVX512F__
-    if (panels_) return multiply_by(StepWay::kAvx512, out, a, accumulate);
+#ifdef RNNBENCH_OWN_KERNEL
+    if (panels_) return multiply_by(panels_->kernel(), out, a, accumulate);
 #endif
-    multiply_by(StepWay::kBlas, out, a, accumulate);
+    multiply_by(Product::kBlas, out, a, accumulate);
   }
 
  private:
   // The product run `way`'s way: on the panels, or on BLAS (MKL's packed copy where made).
-  void multiply_by([[maybe_unused]] StepWay way, T* out, const T* a, bool accumulate) const {
+  void multiply_by([[maybe_unused]] Product way, T* out, const T* a, bool accumulate) const {
     if constexpr (std::is_same_v<T, float>) {
-#ifdef __AVX512F__
-      if (way == StepWay::kAvx512) return panels_->multiply(out, a, rows_, accumulate);
+#ifdef RNNBENCH_OWN_KERNEL
+      if (way != Product::kBlas) return panels_->multiply(out, a, rows_, accumulate);
 #endif
       if (mkl_) return mkl_->multiply(out, a, accumulate);
     }
     matmul(out, a, b_, rows_, inner_, cols_, accumulate);
   }
 
-#ifdef __AVX512F__
+#ifdef RNNBENCH_OWN_KERNEL
   // This shape's key in step_choices: its sizes, the threads at work at once, and whether they
   // are a team, each thread with its own product (BLAS then runs on one thread), or BLAS's own.
   StepKey key() const {
@@ -460,7 +583,7 @@ class StepWeight {
   }
 
   // The way this shape runs where it is known: forced, or chosen earlier.
-  std::optional<StepWay> known_way() const {
+  std::optional<Product> known_way() const {
     if (forced_step_way) return forced_step_way;
     std::lock_guard<std::mutex> hold(step_choices_lock);
     const auto known = step_choices.find(key());
@@ -468,25 +591,25 @@ class StepWeight {
     return known->second;
   }
 
-  // Times both ways on inputs of this shape (each five times, round by round, the fastest
-  // single run wins) and records the faster, unless another thread recorded one first.
-  StepWay time_ways() const {
+  // Times BLAS and the panels on inputs of this shape (each five times, round by round, the
+  // fastest single run wins) and records the faster, unless another thread recorded one first.
+  Product time_ways() const {
     const std::vector<float> a(rows_ * inner_, 0.5f);
     std::vector<float> out(rows_ * cols_);
     constexpr int kRounds = 5;
+    const Product ways[] = {Product::kBlas, panels_->kernel()};
     double best[2] = {std::numeric_limits<double>::infinity(),
                       std::numeric_limits<double>::infinity()};
     for (int round = 0; round < kRounds; ++round) {
-      for (const StepWay way : {StepWay::kBlas, StepWay::kAvx512}) {
+      for (int way = 0; way < 2; ++way) {
         const auto start = std::chrono::steady_clock::now();
-        multiply_by(way, out.data(), a.data(), /*accumulate=*/false);
+        multiply_by(ways[way], out.data(), a.data(), /*accumulate=*/false);
         const double seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        double& slot = best[static_cast<int>(way)];
-        slot = std::min(slot, seconds);
+        best[way] = std::min(best[way], seconds);
       }
     }
-    const StepWay way = best[1] < best[0] ? StepWay::kAvx512 : StepWay::kBlas;
+    const Product way = best[1] < best[0] ? ways[1] : ways[0];
     std::lock_guard<std::mutex> hold(step_choices_lock);
     return step_choices.emplace(key(), way).first->second;
   }
@@ -498,13 +621,18 @@ class StepWeight {
   std::optional<MklPacked> mkl_;
 };
 
-// Sets how the step products run: "auto" (timed), "blas" or "avx512" (where built).
+// Sets how the step products run: "auto" (timed), "blas", or "avx2" or "avx512" (where built).
 void set_step_products(const std::string& policy) {
-  TORCH_CHECK(policy == "auto" || policy == "blas" || (policy == "avx512" && kAvx512Built),
-              "rnnbench_fused: unknown step product policy ", policy,
-              kAvx512Built ? "" : " (built without AVX-512: auto or blas)");
+  const std::vector<Product> ways(std::begin(kStepWays), std::end(kStepWays));
   forced_step_way.reset();
-  if (policy != "auto") forced_step_way = policy == "blas" ? StepWay::kBlas : StepWay::kAvx512;
+  if (policy == "auto") return;
+  for (const Product way : ways) {
+    if (policy == product_name(way) && built(way)) {
+      forced_step_way = way;
+      return;
+    }
+  }
+  unknown_policy("step product", policy, ways);
 }
 
 // out_in (rows, cols) (+)= a (rows, inner) @ b (inner, cols), as a new tensor, the way a time
@@ -524,13 +652,6 @@ Tensor step_product(const Tensor& out_in, const Tensor& a, const Tensor& b, bool
   return out;
 }
 
-// The ways products can run here besides oneDNN: "blas", and "avx512" where built for it.
-std::vector<std::string> kernel_ways() {
-  std::vector<std::string> ways{"blas"};
-  if (kAvx512Built) ways.push_back("avx512");
-  return ways;
-}
-
 // The ways the timed step products chose, one line each: "rows x inner x cols, threads: way",
 // the threads "N threads in a team" where each ran its own product.
 std::vector<std::string> step_choices_made() {
@@ -538,7 +659,7 @@ std::vector<std::string> step_choices_made() {
   std::vector<std::string> lines;
   for (const auto& [key, way] : step_choices) {
     const auto [rows, inner, cols, threads, team] = key;
-    lines.push_back(choice_line(rows, inner, cols, threads, step_way_name(way), team));
+    lines.push_back(choice_line(rows, inner, cols, threads, product_name(way), team));
   }
   return lines;
 }
@@ -634,27 +755,14 @@ Tensor transposed_copy(const Tensor& m) {
 // weight^T): torch exports no oneDNN symbols, and including the dispatcher's headers to call
 // the operator from C++ made this file's build a third slower. The kernels are called from
 // Python, which holds the GIL: that makes the call back into Python legal and the bookkeeping
-// below safe without a lock.
-enum class Product { kBlas, kOneDnn, kOneDnnTransposed, kAvx512 };
-constexpr Product kProducts[] = {Product::kBlas, Product::kOneDnn, Product::kOneDnnTransposed,
-                                 Product::kAvx512};
-
-const char* product_name(Product product) {
-  switch (product) {
-    case Product::kBlas: return "blas";
-    case Product::kOneDnn: return "onednn";
-    case Product::kOneDnnTransposed: return "onednn_transposed";
-    case Product::kAvx512: return "avx512";
-  }
-  return "";
-}
+// below safe without a lock. Our own kernel, where built, is timed beside the two.
 
 // Products smaller than this (rows x inner x cols) are not timed against oneDNN, whose call
 // through Python costs tens of microseconds: a few milliseconds at most, where that timing
-// would cost more than a better choice saves. Where the AVX-512 kernel is built, products of
+// would cost more than a better choice saves. Where our own kernel is built, products of
 // every size are timed against it: a few runs of each way, once per shape and process, which
-// pays for itself in the calls after (on a Zen 5 EPYC it ran the input projection of an LSTM at
-// T=25 B=1 H=128 in a third of MKL's time).
+// pays for itself in the calls after (on a Zen 5 EPYC the AVX-512 kernel ran the input
+// projection of an LSTM at T=25 B=1 H=128 in a third of MKL's time).
 constexpr int64_t kTimedProduct = int64_t(1) << 27;
 
 // One way forced for every product (tests run each), or none: timed.
@@ -686,15 +794,15 @@ Tensor linear_onednn(const Tensor& input, const Tensor& weight) {
   return onednn_linear()(input, weight, py::none(), "none", py::list(), "").cast<Tensor>();
 }
 
-#ifdef __AVX512F__
-// Rows of a product over all time steps that the AVX-512 kernel computes at a time: their rows
-// of a stay in cache while b's columns pass (all 3200 rows of an input projection would not).
+#ifdef RNNBENCH_OWN_KERNEL
+// Rows of a product over all time steps that our own kernel computes at a time: their rows of a
+// stay in cache while b's columns pass (all 3200 rows of an input projection would not).
 constexpr int64_t kRowsPerTask = 64;
 
-// a @ b on the AVX-512 kernel, reading b as it lies and a's rows wherever they start (a view of
+// a @ b on our own `kernel`, reading b as it lies and a's rows wherever they start (a view of
 // some columns of a matrix will do). A large product is shared out between torch's threads a
 // block of rows at a time.
-Tensor avx512_sequence_product(const Tensor& a, const Tensor& b) {
+Tensor own_sequence_product(Product kernel, const Tensor& a, const Tensor& b) {
   const int64_t rows = a.size(0), inner = a.size(1), cols = b.size(1);
   Tensor out = at::empty({rows, cols}, a.options());
   float* const outp = out.data_ptr<float>();
@@ -705,9 +813,9 @@ Tensor avx512_sequence_product(const Tensor& a, const Tensor& b) {
   at::parallel_for(0, tasks, large ? 1 : tasks, [&](int64_t begin, int64_t end) {
     for (int64_t task = begin; task < end; ++task) {
       const int64_t r0 = task * kRowsPerTask;
-      avx512_product(outp + r0 * cols, ap + r0 * a.stride(0), a.stride(0), bp,
-                     std::min(kRowsPerTask, rows - r0), inner, cols, kPanel, cols,
-                     /*direct=*/true, /*accumulate=*/false);
+      own_product(kernel, outp + r0 * cols, ap + r0 * a.stride(0), a.stride(0), bp,
+                  std::min(kRowsPerTask, rows - r0), inner, cols, panel_width(kernel), cols,
+                  /*direct=*/true, /*accumulate=*/false);
     }
   });
   return out;
@@ -726,10 +834,12 @@ Tensor product_by(Product product, const Tensor& a, const Tensor& b) {
       return linear_onednn(a, b.t());
     case Product::kOneDnnTransposed:  // (b^T a^T)^T: oneDNN runs some shapes faster this way
       return linear_onednn(b.t(), a).t();
+    case Product::kAvx2:
     case Product::kAvx512:
-#ifdef __AVX512F__
-      if (a.scalar_type() == at::kFloat && a.stride(1) == 1 && b.is_contiguous()) {
-        return avx512_sequence_product(a, b);
+#ifdef RNNBENCH_OWN_KERNEL
+      if (built(product) && a.scalar_type() == at::kFloat && a.stride(1) == 1 &&
+          b.is_contiguous()) {
+        return own_sequence_product(product, a, b);
       }
 #endif
       break;
@@ -767,22 +877,23 @@ Tensor sequence_product(const Tensor& a, const Tensor& b, Layout layout) {
   // Not for other strides: oneDNN ran W_hh's gradient at T=50 B=64 H=512, whose gate gradients
   // are some columns of a wider matrix, on its reference code, 30 s a call instead of 15 ms.
   const bool onednn = fp32 && plain(a) && plain(b) && !onednn_linear().is_none();
-  const bool avx512 = fp32 && kAvx512Built && a.stride(1) == 1 && b.is_contiguous();
+  const bool own = fp32 && kOwnKernel && a.stride(1) == 1 && b.is_contiguous();
   const bool transposed = layout == Layout::kTransposed;
   if (forced_product) {
-    const bool here = *forced_product == Product::kAvx512 ? avx512
-                      : *forced_product == Product::kBlas ? true : onednn;
+    const Product forced = *forced_product;
+    const bool kernel = forced == Product::kAvx2 || forced == Product::kAvx512;
+    const bool here = forced == Product::kBlas || (kernel ? own : onednn);
     if (!here) return product_in(layout, Product::kBlas, a, b);
-    return product_in(layout, !transposed && *forced_product == Product::kOneDnnTransposed
-                                  ? Product::kOneDnn : *forced_product, a, b);
+    return product_in(layout, !transposed && forced == Product::kOneDnnTransposed
+                                  ? Product::kOneDnn : forced, a, b);
   }
   // The ways that may be the faster: oneDNN for large products (its call through Python costs
-  // more than a small one takes), the AVX-512 kernel where built.
+  // more than a small one takes), our own kernel where built.
   const bool large = a.size(0) * a.size(1) * b.size(1) >= kTimedProduct;
   std::vector<Product> ways{Product::kBlas};
   if (onednn && large) ways.push_back(Product::kOneDnn);
   if (onednn && large && transposed) ways.push_back(Product::kOneDnnTransposed);
-  if (avx512) ways.push_back(Product::kAvx512);
+  if (own) ways.push_back(*kOwnKernel);
   if (ways.size() == 1) return product_in(layout, Product::kBlas, a, b);
   const auto key = std::make_tuple(a.size(0), a.size(1), b.size(1), a.is_contiguous(),
                                    a.stride(1) == 1, b.is_contiguous(), onednn, transposed,
@@ -828,19 +939,19 @@ Tensor product_alone(const Tensor& a, const Tensor& b, bool transposed) {
 }
 
 // Sets how the products over all time steps run: "auto", "blas", "onednn",
-// "onednn_transposed" (where a row-major result is needed, "onednn") or, where built,
-// "avx512" (for float32 operands, a's rows of contiguous elements; for others "blas").
+// "onednn_transposed" (where a row-major result is needed, "onednn") or, where built, "avx2"
+// or "avx512" (for float32 operands, a's rows of contiguous elements; for others "blas").
 void set_products(const std::string& policy) {
+  const std::vector<Product> ways(std::begin(kProducts), std::end(kProducts));
   forced_product.reset();
   if (policy == "auto") return;
-  for (const Product product : kProducts) {
-    if (policy == product_name(product) && (product != Product::kAvx512 || kAvx512Built)) {
+  for (const Product product : ways) {
+    if (policy == product_name(product) && built(product)) {
       forced_product = product;
       return;
     }
   }
-  TORCH_CHECK(false, "rnnbench_fused: unknown product policy ", policy,
-              kAvx512Built ? "" : " (built without AVX-512: no avx512)");
+  unknown_policy("product", policy, ways);
 }
 
 // The ways the timed products chose, one line each:

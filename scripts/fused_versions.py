@@ -9,6 +9,12 @@ products over all time steps list the way each timed shape took, per revision.
 
     .venv/bin/python scripts/fused_versions.py HEAD~1 HEAD --kinds lstm,gru --workloads a,b
     .venv/bin/python scripts/fused_versions.py HEAD~1 HEAD --backward
+    ONEDNN_MAX_CPU_ISA=AVX2 .venv/bin/python scripts/fused_versions.py HEAD --march x86-64-v3
+
+`--march` builds the kernels for another CPU than this one (gcc's -march), e.g. x86-64-v3
+(AVX2 and FMA, no AVX-512) on an AVX-512 machine; with ONEDNN_MAX_CPU_ISA=AVX2 torch.nn's
+oneDNN keeps to AVX2 too (torch's MKL picks its own code by CPU). That approximates an AVX2
+machine, not replaces one: the caches, clock and memory are still this machine's.
 
 Workloads are the goals preset's: (a) T=100 B=32 H=256 on 2 threads, (b) T=50 B=64 H=512 on 2
 threads, (c) T=25 B=1 H=128 on 1 thread (forward only). Time on a quiet machine. The kernels of
@@ -35,8 +41,9 @@ WORKLOADS = {"a": (100, 32, 256, 2), "b": (50, 64, 512, 2), "c": (25, 1, 128, 1)
 NATIVE = {"rnn": torch.nn.RNN, "lstm": torch.nn.LSTM, "gru": torch.nn.GRU}
 
 
-def build(revision: str, index: int, folder: Path):
-    """The kernels of `revision` as an extension module; SystemExit if git has no such file."""
+def build(revision: str, index: int, folder: Path, march: str):
+    """The kernels of `revision`, built for `march`, as an extension module; SystemExit if git
+    has no such file."""
     shown = subprocess.run(["git", "show", f"{revision}:impls/fused_kernels.cpp"], cwd=ROOT,
                            capture_output=True, text=True)
     if shown.returncode != 0:
@@ -46,8 +53,9 @@ def build(revision: str, index: int, folder: Path):
     source.write_text(shown.stdout)
     build_dir = folder / name
     build_dir.mkdir()
+    flags = [f"-march={march}" if flag == "-march=native" else flag for flag in fused.CFLAGS]
     return cpp_extension.load(name=f"rnnbench_fused_{name}", sources=[str(source)],
-                              extra_cflags=fused.CFLAGS, extra_ldflags=fused.LDFLAGS,
+                              extra_cflags=flags, extra_ldflags=fused.LDFLAGS,
                               build_directory=str(build_dir))
 
 
@@ -99,6 +107,8 @@ def main(argv=None) -> int:
     parser.add_argument("--workloads", default="a,b,c")
     parser.add_argument("--backward", action="store_true", help="time forward+backward")
     parser.add_argument("--rounds", type=_at_least_two, default=21)
+    parser.add_argument("--march", default="native",
+                        help="the CPU to build the kernels for (gcc -march), e.g. x86-64-v3")
     args = parser.parse_args(argv)
     unknown = set(args.workloads.split(",")) - set(WORKLOADS)
     if unknown or not set(args.kinds.split(",")) <= set(NATIVE):
@@ -106,7 +116,8 @@ def main(argv=None) -> int:
                          f"{', '.join(NATIVE)}")
     with tempfile.TemporaryDirectory() as folder:
         revisions = list(dict.fromkeys(args.revisions))
-        versions = {rev: build(rev, index, Path(folder)) for index, rev in enumerate(revisions)}
+        versions = {rev: build(rev, index, Path(folder), args.march)
+                    for index, rev in enumerate(revisions)}
         for kind in args.kinds.split(","):
             for workload in args.workloads.split(","):
                 if args.backward and workload == "c":

@@ -157,9 +157,14 @@ def test_fused_hidden_units_split_between_threads_matches_torch_nn(kind, options
         assert_matches_native(impl, row, dtype=dtype)
 
 
+# The ways fused's kernels may run their products besides oneDNN: BLAS, and kernels of their own
+# for AVX2 and AVX-512 (a machine with AVX-512 builds both, and tests both).
+KERNEL_WAYS = ["blas", "avx2", "avx512"]
+
+
 def fused_kernel_ways() -> list[str]:
-    """The ways fused's kernels can run their products on this machine: blas, and avx512 where
-    they were built for AVX-512."""
+    """The ways fused's kernels can run their products on this machine: blas, then the kernels
+    of their own built for this CPU's instruction sets (avx2, avx512), the widest last."""
     from rnnbench.impls.fused import kernels as fused_kernels
 
     try:
@@ -171,7 +176,7 @@ def fused_kernel_ways() -> list[str]:
 def skip_unless_built(way: str) -> None:
     """Skips the test where fused's kernels cannot run their products `way`'s way here."""
     if way not in fused_kernel_ways():
-        pytest.skip(f"fused's kernels were built without {way} here (no AVX-512)")
+        pytest.skip(f"fused's kernels were built without {way} here (not on this CPU)")
 
 
 @contextlib.contextmanager
@@ -189,7 +194,7 @@ def fused_policy(setting: str, policy: str):
         choose("auto")
 
 
-@pytest.mark.parametrize("way", ["blas", "avx512"])
+@pytest.mark.parametrize("way", KERNEL_WAYS)
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("kind, options, hidden", [
     ("rnn", {}, 70), ("lstm", {}, 70), ("gru", {}, 70), ("lstm", {"proj_size": 5}, 9),
@@ -197,8 +202,9 @@ def fused_policy(setting: str, policy: str):
 def test_fused_float32_step_products_match_torch_nn_either_way(kind, options, hidden, threads,
                                                                way):
     # In float32 the product every step does reads a weight reordered once per call: packed for
-    # MKL, or into panels of 32 columns for the AVX-512 kernel. A batch of 20 is blocks of 8, 8
-    # and 4 rows; 70 units give panels with columns left over, and the backward's product
+    # MKL, or into panels of two vectors' columns (16 or 32) for a kernel of fused's own. A batch
+    # of 20 is blocks of 8, 8 and 4 rows (AVX-512) or 6, 6, 6 and 2 (AVX2); 70 units give panels
+    # with columns left over, and the backward's product
     # (inner dimension 4 x 70 = 280 for an LSTM) runs its inner dimension in two parts. On two
     # threads the units are split (35 each), or with 9 units the batch.
     impl = implementation("fused")
@@ -218,11 +224,12 @@ def test_fused_float32_gradients_with_the_batch_rows_shared_out():
 
 
 @pytest.mark.parametrize("product", ["step_products", "products"])
-@pytest.mark.parametrize("way", ["blas", "avx512"])
+@pytest.mark.parametrize("way", KERNEL_WAYS)
 def test_fused_products_are_matrix_products_at_every_remainder(way, product):
     # A time step's product (from 3 rows; 1 and 2 run a plain loop) and a product over all time
-    # steps, each run `way`'s way. The AVX-512 kernel's blocks of 8 rows and 32 columns (two
-    # vectors of 16) leave every remainder of rows and lanes below, and its inner dimension runs
+    # steps, each run `way`'s way. The kernels' blocks of 8 rows and 32 columns (two vectors of
+    # 16, AVX-512) and of 6 rows and 16 columns (AVX2) leave every remainder of rows and lanes
+    # below, and their inner dimension runs
     # in parts of 256; the step product reads the weight reordered into panels with zeros past
     # the last column, the product over all steps reads it as it lies, its last columns under a
     # mask, and gives its result row-major or transposed (copied 16 x 16 at a time, the last
@@ -251,7 +258,7 @@ def test_fused_products_are_matrix_products_at_every_remainder(way, product):
                             f"{rows} x {inner} x {cols}, transposed={transposed}"
 
 
-@pytest.mark.parametrize("way", ["blas", "avx512"])
+@pytest.mark.parametrize("way", KERNEL_WAYS)
 def test_fused_products_over_all_steps_read_a_view_of_columns_and_share_rows_out(way):
     # The weight gradients multiply some columns of the transposed gate gradients: `a` is a
     # view whose rows lie further apart than its width. A large product (from 2^27 multiply-
@@ -271,6 +278,19 @@ def test_fused_products_over_all_steps_read_a_view_of_columns_and_share_rows_out
                     f"{rows} x {inner} x {cols}, transposed={transposed}"
 
 
+@pytest.mark.parametrize("setting, what", [("step_products", "step product"),
+                                           ("products", "product")])
+def test_fused_names_the_ways_built_here_for_a_way_it_does_not_know(setting, what):
+    implementation("fused")
+    from rnnbench.impls.fused import kernels as fused_kernels
+
+    with pytest.raises(RuntimeError, match=rf"unknown {what} policy avx1024 \(here: auto, ") as error:
+        getattr(fused_kernels(), f"set_{setting}")("avx1024")
+    listed = str(error.value).splitlines()[0].split("(here: auto, ")[1].removesuffix(")")
+    onednn = ["onednn", "onednn_transposed"] if setting == "products" else []
+    assert sorted(listed.split(", ")) == sorted([*fused_kernel_ways(), *onednn])
+
+
 def test_fused_times_each_step_product_once_and_remembers_the_way_it_chose():
     impl = implementation("fused")
     row = (Config("gru", 5, 48), 24, 3, True)   # step products 24 x 48 x 144, back 24 x 144 x 48
@@ -280,8 +300,8 @@ def test_fused_times_each_step_product_once_and_remembers_the_way_it_chose():
         chosen = set(kernels.step_choices()) - before
         assert_matches_native(impl, row, dtype="float32")
         assert set(kernels.step_choices()) - before == chosen
-    # Timed only where there is a choice: the AVX-512 kernel beside BLAS.
-    timed = {"24 x 48 x 144", "24 x 144 x 48"} if "avx512" in fused_kernel_ways() else set()
+    # Timed only where there is a choice: a kernel of fused's own beside BLAS.
+    timed = {"24 x 48 x 144", "24 x 144 x 48"} if len(fused_kernel_ways()) > 1 else set()
     assert {line.split(",")[0] for line in chosen} == timed
     assert all(line.split(": ")[1] in fused_kernel_ways() for line in chosen)
 
@@ -295,14 +315,14 @@ def has_onednn() -> bool:
 
 
 @pytest.mark.skipif(not has_onednn(), reason="this torch has no oneDNN (mkldnn) operators")
-@pytest.mark.parametrize("policy", ["blas", "onednn", "onednn_transposed", "avx512"])
+@pytest.mark.parametrize("policy", ["onednn", "onednn_transposed", *KERNEL_WAYS])
 @pytest.mark.parametrize("kind, options", [("rnn", {}), ("lstm", {"proj_size": 5}),
                                            ("gru", {"bias": False})])
 def test_fused_products_over_all_steps_match_torch_nn_with_either_library(kind, options, policy):
     # The input projection and the input and weight gradients run on BLAS, on oneDNN (a result
-    # as it comes or transposed) or on the AVX-512 kernel, whichever measured faster for their
-    # shape.
-    if policy == "avx512":  # BLAS is always there; without oneDNN the marker above skips
+    # as it comes or transposed) or on a kernel of fused's own, whichever measured faster for
+    # their shape.
+    if not policy.startswith("onednn"):  # without oneDNN the marker above skips
         skip_unless_built(policy)
     row = (Config(kind, 6, 9, num_layers=2, bidirectional=True, **options), 20, 7, True)
     with fused_policy("products", policy):
@@ -313,7 +333,8 @@ def test_fused_times_each_product_once_and_remembers_the_way_it_chose():
     # 32 steps of 32 rows into 4 x 256 gates from 256 inputs, on two threads: every product over
     # all steps is large enough to be timed against oneDNN but W_hh's gradient (31 steps), whose
     # gate gradients are some columns of a wider matrix: oneDNN runs those strides on its
-    # reference code, thousands of times slower. It is timed where the AVX-512 kernel is built.
+    # reference code, thousands of times slower. It is timed where a kernel of fused's own is
+    # built: the widest built.
     impl = implementation("fused")
     with pinned_threads(2), fused_policy("products", "auto") as kernels:
         before = set(kernels.product_choices())
@@ -322,17 +343,17 @@ def test_fused_times_each_product_once_and_remembers_the_way_it_chose():
         chosen = set(kernels.product_choices()) - before
         assert_matches_native(impl, row, dtype="float32")
         assert set(kernels.product_choices()) - before == chosen
-        avx512 = ("avx512",) if "avx512" in kernels.kernel_ways() else ()
+        own = tuple(kernels.kernel_ways()[1:][-1:])
     # The input projection, the input gradient (as its transpose, W_ih^T @ dgates^T) and W_ih's
     # gradient; the gradients are wanted transposed, which oneDNN can also give directly.
     onednn = ("onednn",) if has_onednn() else ()
     transposed = ("onednn_transposed",) if has_onednn() else ()
-    large_ways = {"1024 x 256 x 1024": ("blas", *onednn, *avx512),
-                  "256 x 1024 x 1024": ("blas", *onednn, *transposed, *avx512),
-                  "1024 x 1024 x 256": ("blas", *onednn, *transposed, *avx512)}
+    large_ways = {"1024 x 256 x 1024": ("blas", *onednn, *own),
+                  "256 x 1024 x 1024": ("blas", *onednn, *transposed, *own),
+                  "1024 x 1024 x 256": ("blas", *onednn, *transposed, *own)}
     expected = {shape: ways for shape, ways in large_ways.items() if len(ways) > 1}
-    if avx512:
-        expected["1024 x 992 x 256"] = ("blas", *avx512)
+    if own:
+        expected["1024 x 992 x 256"] = ("blas", *own)
     made = dict(line.split(", 2 threads: ") for line in chosen)
     assert set(made) == set(expected)
     for shape, choice in made.items():  # "way (timed: way, way, ...)"

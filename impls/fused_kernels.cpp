@@ -695,11 +695,39 @@ RNNBENCH_INLINE void transpose_tile(float* dst, int64_t ldd, const float* src, i
     _mm512_storeu_ps(dst + (j + 8) * ldd, _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd));
   }
 }
+#elif defined(__AVX2__)
+// dst (8, 8), its rows ldd apart, = src (8, 8)^T: 8 loads, three rounds of shuffles (pairs of
+// floats, pairs of pairs, then 128-bit halves), 8 stores.
+RNNBENCH_INLINE void transpose_8x8(float* dst, int64_t ldd, const float* src, int64_t lds) {
+  __m256 r[8], t[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * lds);
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+    r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
+    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+  }
+  for (int j = 0; j < 4; ++j) {
+    _mm256_storeu_ps(dst + j * ldd, _mm256_permute2f128_ps(r[j], r[j + 4], 0x20));
+    _mm256_storeu_ps(dst + (j + 4) * ldd, _mm256_permute2f128_ps(r[j], r[j + 4], 0x31));
+  }
+}
+
+// dst (16, 16) = src (16, 16)^T as four 8 x 8 transposes.
+RNNBENCH_INLINE void transpose_tile(float* dst, int64_t ldd, const float* src, int64_t lds) {
+  for (int i = 0; i < 16; i += 8) {
+    for (int j = 0; j < 16; j += 8) transpose_8x8(dst + j * ldd + i, ldd, src + i * lds + j, lds);
+  }
+}
 #endif
 
 // dst (cols, rows), its rows ld apart, = src (rows, cols)^T, src's rows lds apart. In tiles of
-// 16 x 16 (in registers where AVX-512 is built), so that every line of memory read or written
-// is read or written whole.
+// 16 x 16 (in registers where AVX2 or AVX-512 is built), so that every line of memory read or
+// written is read or written whole.
 template <typename T>
 void transpose_into(T* __restrict__ dst, int64_t ld, const T* __restrict__ src, int64_t lds,
                     int64_t rows, int64_t cols) {
@@ -707,7 +735,7 @@ void transpose_into(T* __restrict__ dst, int64_t ld, const T* __restrict__ src, 
   for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
     for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
       const int64_t r1 = std::min(rows, r0 + kTile), c1 = std::min(cols, c0 + kTile);
-#ifdef __AVX512F__
+#ifdef __AVX2__
       if constexpr (std::is_same_v<T, float>) {
         if (r1 - r0 == kTile && c1 - c0 == kTile) {
           transpose_tile(dst + c0 * ld + r0, ld, src + r0 * lds + c0, lds);

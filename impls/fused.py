@@ -32,7 +32,8 @@ extension cache (TORCH_EXTENSIONS_DIR, default ~/.cache/torch_extensions) and re
 in a folder named by a digest of the source, the flags, torch's version and the CPU (model and
 vector extensions: the build is for the building machine's CPU, -march=native), so that two
 checkouts with different kernels, or two machines with different CPUs sharing one cache, never
-share (or rebuild) one build.
+share (or rebuild) one build. RNNBENCH_FUSED_MARCH=x86-64-v3 (any gcc -march) builds for that
+CPU instead: the kernels an AVX2 machine builds, run (and tested) on an AVX-512 one.
 Without a C++ compiler or ninja the implementation is unavailable and says why.
 """
 from __future__ import annotations
@@ -42,6 +43,7 @@ import fcntl
 import hashlib
 import os
 import platform
+import re
 import shutil
 from pathlib import Path
 from typing import Optional
@@ -63,6 +65,7 @@ OPENMP = ["-fopenmp"] if platform.system() == "Linux" else []
 CFLAGS = ["-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", *OPENMP,
           *(["-mprefer-vector-width=512"] if X86 else [])]
 LDFLAGS = OPENMP
+MARCH_VARIABLE = "RNNBENCH_FUSED_MARCH"  # the CPU to build for, gcc's -march; default native
 
 _kernels = None  # the extension module once built, or the one-line reason it cannot be
 
@@ -86,20 +89,30 @@ def _build():
         return f"fused needs a C++ compiler to build its kernels: {compiler!r} not found (set CXX)"
     if not cpp_extension.is_ninja_available():
         return "fused needs ninja to build its kernels (pip install ninja)"
+    march = os.environ.get(MARCH_VARIABLE) or "native"
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", march):
+        return f"{MARCH_VARIABLE} names a CPU for gcc's -march (e.g. x86-64-v3), not {march!r}"
+    # Another CPU's build is another module: a process may load both (the tests do).
+    name = EXTENSION_NAME + ("" if march == "native" else "_" + re.sub(r"\W", "_", march))
     try:
-        with _build_lock(_build_directory(cpp_extension)) as directory:
-            module = cpp_extension.load(name=EXTENSION_NAME, sources=[str(SOURCE)],
-                                        extra_cflags=CFLAGS, extra_ldflags=LDFLAGS,
+        with _build_lock(_build_directory(cpp_extension, march)) as directory:
+            module = cpp_extension.load(name=name, sources=[str(SOURCE)],
+                                        extra_cflags=compile_flags(march), extra_ldflags=LDFLAGS,
                                         build_directory=str(directory))
     except Exception as error:  # a failed build raises several types; all mean "unavailable"
         lines = str(error).strip().splitlines() or [type(error).__name__]
-        return f"fused could not build its kernels: {lines[0]}"
+        return f"fused could not build its kernels for -march={march}: {lines[0]}"
     return module
 
 
-def _build_directory(cpp_extension) -> Path:
+def compile_flags(march: str = "native") -> list[str]:
+    """The compiler flags of fused's kernels built for the CPU `march` names (gcc's -march)."""
+    return [f"-march={march}" if flag == "-march=native" else flag for flag in CFLAGS]
+
+
+def _build_directory(cpp_extension, march: str = "native") -> Path:
     digest = hashlib.sha256(SOURCE.read_bytes())
-    built_for = [*CFLAGS, *LDFLAGS, torch.__version__, cpu_model(), cpu_flags()]
+    built_for = [*compile_flags(march), *LDFLAGS, torch.__version__, cpu_model(), cpu_flags()]
     digest.update(" ".join(built_for).encode())
     root = os.environ.get("TORCH_EXTENSIONS_DIR") or cpp_extension.get_default_build_root()
     return Path(root) / f"{EXTENSION_NAME}-{digest.hexdigest()[:16]}"

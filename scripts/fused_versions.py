@@ -53,9 +53,8 @@ def build(revision: str, index: int, folder: Path, march: str):
     source.write_text(shown.stdout)
     build_dir = folder / name
     build_dir.mkdir()
-    flags = [f"-march={march}" if flag == "-march=native" else flag for flag in fused.CFLAGS]
     return cpp_extension.load(name=f"rnnbench_fused_{name}", sources=[str(source)],
-                              extra_cflags=flags, extra_ldflags=fused.LDFLAGS,
+                              extra_cflags=fused.compile_flags(march), extra_ldflags=fused.LDFLAGS,
                               build_directory=str(build_dir))
 
 

@@ -7,6 +7,7 @@ is compiled once per session (its graphs are shared by all modules of the implem
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import math
 import warnings
@@ -284,8 +285,10 @@ def test_fused_names_the_ways_built_here_for_a_way_it_does_not_know(setting, wha
     implementation("fused")
     from rnnbench.impls.fused import kernels as fused_kernels
 
-    with pytest.raises(RuntimeError, match=rf"unknown {what} policy avx1024 \(here: auto, ") as error:
-        getattr(fused_kernels(), f"set_{setting}")("avx1024")
+    choose = getattr(fused_kernels(), f"set_{setting}")
+    message = rf"unknown {what} policy avx1024 \(here: auto, "
+    with pytest.raises(RuntimeError, match=message) as error:
+        choose("avx1024")
     listed = str(error.value).splitlines()[0].split("(here: auto, ")[1].removesuffix(")")
     onednn = ["onednn", "onednn_transposed"] if setting == "products" else []
     assert sorted(listed.split(", ")) == sorted([*fused_kernel_ways(), *onednn])
@@ -582,3 +585,69 @@ def test_fused_builds_for_different_cpus_use_different_folders(monkeypatch, tmp_
     avx512 = fused._build_directory(cpp_extension)
     monkeypatch.setattr(fused, "cpu_flags", lambda: "avx avx2 fma")
     assert fused._build_directory(cpp_extension) != avx512
+
+
+def test_fused_builds_for_another_cpu_in_a_folder_of_its_own(monkeypatch, tmp_path):
+    from torch.utils import cpp_extension
+
+    from rnnbench.impls import fused
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    assert fused._build_directory(cpp_extension, "x86-64-v3") != fused._build_directory(
+        cpp_extension)
+    assert "-march=x86-64-v3" in fused.compile_flags("x86-64-v3")
+
+
+@pytest.mark.parametrize("march", ["x86 64", "-O0"])
+def test_fused_says_in_a_line_which_cpu_names_it_cannot_build_for(monkeypatch, march):
+    from rnnbench.impls import fused
+
+    monkeypatch.setenv(fused.MARCH_VARIABLE, march)
+    assert fused._build() == ("RNNBENCH_FUSED_MARCH names a CPU for gcc's -march "
+                              f"(e.g. x86-64-v3), not {march!r}")
+
+
+@functools.cache
+def fused_avx2_build():
+    """fused's kernels as a machine with AVX2 and FMA but no AVX-512 builds them
+    (-march=x86-64-v3), or the one-line reason they cannot be built."""
+    from rnnbench.impls import fused
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(fused.MARCH_VARIABLE, "x86-64-v3")
+        return fused._build()
+
+
+@pytest.fixture
+def fused_built_for_avx2(monkeypatch):
+    """Inside the test fused runs the kernels an AVX2 machine builds, whatever this CPU adds."""
+    from rnnbench.environment import cpu_flags
+    from rnnbench.impls import fused
+
+    implementation("fused")  # skips where fused cannot build at all
+    if not {"avx2", "fma"} <= set(cpu_flags().split()):
+        pytest.skip("this CPU has no AVX2 and FMA to run an AVX2 build on")
+    kernels = fused_avx2_build()
+    assert not isinstance(kernels, str), kernels
+    monkeypatch.setattr(fused, "_kernels", kernels)
+    return kernels
+
+
+@pytest.mark.parametrize("kind, options, hidden, batch", [
+    ("rnn", {}, 70, 20), ("lstm", {}, 70, 20), ("gru", {}, 70, 20),
+    ("lstm", {"proj_size": 5}, 32, 40)])
+def test_fused_built_for_avx2_matches_torch_nn(fused_built_for_avx2, kind, options, hidden,
+                                               batch):
+    # Built without AVX-512, the kernels run their products on BLAS, oneDNN or a kernel of
+    # their own for AVX2 (blocks of 6 rows by 16 columns), and transpose the gate gradients in
+    # 8 x 8 register tiles. On two threads 70 units are split (35 each) and the batch of 20 is
+    # transposed in whole tiles and a remainder; with a projection each thread has 20 of the 40
+    # rows, its tiles from row 20.
+    assert fused_built_for_avx2.kernel_ways() == ["blas", "avx2"]
+    impl = implementation("fused")
+    row = (Config(kind, 6, hidden, num_layers=2, bidirectional=True, **options), batch, 7, True)
+    with pinned_threads(2):
+        assert_matches_native(impl, row, dtype="float32")
+        assert_matches_native(impl, row, dtype="float64")
+        with fused_policy("step_products", "avx2"), fused_policy("products", "avx2"):
+            assert_matches_native(impl, row, dtype="float32")

@@ -65,7 +65,7 @@ UNJUDGED_POLICIES = ("fail", "inconclusive")
 # The exit code of a comparison that found nothing failing but could not judge everything.
 EXIT_INCONCLUSIVE = 3
 # Environment keys whose difference may move a timing (warned about), and ones worth a note.
-WARNED_KEYS = ("cpu", "cpu_flags", "gpu", "threads", "torch", "cuda")
+WARNED_KEYS = ("cpu", "cpu_flags", "isa_limits", "gpu", "threads", "torch", "cuda")
 NOTED_KEYS = ("hostname", "rnnbench")
 RANK_TEST_NATIVE, RANK_TEST, IQR_RULE = "rank test against native", "rank test", "IQR rule"
 RULES = (RANK_TEST_NATIVE, RANK_TEST, IQR_RULE)
@@ -260,8 +260,9 @@ def environment_lines(base_env: dict, head_env: dict, changes: list[Change]) -> 
     """A warning when BASE and HEAD differ in what may move a timing (WARNED_KEYS, and the
     thread count results were timed with), a note for NOTED_KEYS (the rnnbench version)."""
     def differing(keys) -> list[str]:
+        # Empty and absent are alike: a document from before a key was recorded had none set.
         return [f"{k} ({base_env.get(k)} vs {head_env.get(k)})" for k in keys
-                if base_env.get(k) != head_env.get(k)]
+                if (base_env.get(k) or None) != (head_env.get(k) or None)]
 
     warned = differing(WARNED_KEYS)
     threads = [c for c in changes if c.base and c.head and None not in (c.base.threads,

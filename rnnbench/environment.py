@@ -49,6 +49,18 @@ def cpu_flags() -> str:
     return torch.backends.cpu.get_cpu_capability().lower()
 
 
+# Settings that keep a library, or fused's build, to fewer vector extensions than the CPU has:
+# oneDNN's, MKL's and ATen's own kernels, and the CPU fused's kernels are built for. A run under
+# them times another machine's code paths on this one.
+ISA_LIMITS = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS",
+              "ATEN_CPU_CAPABILITY", "RNNBENCH_FUSED_MARCH")
+
+
+def isa_limits() -> str:
+    """The ISA_LIMITS this process runs under, "NAME=value" space-separated; "" for none."""
+    return " ".join(f"{name}={os.environ[name]}" for name in ISA_LIMITS if os.environ.get(name))
+
+
 def source_commit(root: Path = SOURCE_ROOT) -> str | None:
     """`git rev-parse HEAD` of the checkout at `root`; None when rnnbench is not running from
     a git checkout of its own (an installed wheel, no git, a folder inside another project)."""
@@ -84,6 +96,7 @@ def capture() -> dict:
         "gpu": torch.cuda.get_device_name(0) if cuda else None,
         "cpu": cpu_model(),
         "cpu_flags": cpu_flags(),
+        "isa_limits": isa_limits(),
         "cores": os.cpu_count(),
         "threads": torch.get_num_threads(),
         "platform": platform.platform(),

@@ -16,6 +16,7 @@ from rnnbench.benchmarks.timing import (RepeatPolicy, fastest, gemm_libraries, g
                                         measure_interleaved, peak_memory_bytes, sample_summary)
 from rnnbench.benchmarks.workloads import (METRICS, Workload, load_workloads, preset_names,
                                            workload_from_dict)
+from rnnbench.environment import ISA_LIMITS
 from rnnbench.errors import UsageError
 from rnnbench.impls.base import Implementation
 from rnnbench.reference import Config
@@ -415,6 +416,19 @@ def test_bench_exits_0_and_writes_the_document(workload_file, tmp_path, capsys):
     # The header names the CPU and its vector extensions, which decide the kernels timed.
     env = doc["environment"]
     assert env["cpu_flags"] and f"on {env['cpu']} ({env['cpu_flags']}; " in table
+
+
+def test_bench_names_the_settings_that_kept_libraries_to_fewer_vector_extensions(
+        workload_file, tmp_path, capsys, monkeypatch):
+    # Such a run times another machine's code paths on this one: the header says so.
+    for name in ISA_LIMITS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("RNNBENCH_FUSED_MARCH", "x86-64-v3")
+    code = cli.main(["bench", "--impl", "eager", "--workload", workload_file, "--threads", "1",
+                     "--json", str(tmp_path / "bench.json")])
+    assert code == 0
+    assert "; limited by RNNBENCH_FUSED_MARCH=x86-64-v3; " in " ".join(
+        capsys.readouterr().out.split())
 
 
 def test_bench_exits_1_when_an_implementation_fails_and_keeps_the_others(workload_file, tmp_path):

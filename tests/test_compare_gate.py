@@ -332,6 +332,18 @@ def test_different_cpus_threads_and_torch_versions_are_warned_about(tmp_path, ca
     assert "note: BASE and HEAD differ in rnnbench (None vs 0.2.0)" in out
 
 
+def test_runs_kept_to_other_vector_extensions_are_warned_about(tmp_path, capsys):
+    # A document from before the limits were recorded has none: no warning against one that
+    # recorded none, a warning against one run under a limit.
+    base = doc([result("eager", "w1", samples(1e-3))])
+    head = doc([result("eager", "w1", samples(1e-3, seed=1))])
+    for limits, warned in (("", False), ("ONEDNN_MAX_CPU_ISA=AVX2", True)):
+        head["environment"] = {**head["environment"], "isa_limits": limits}
+        assert main(["compare", *write_pair(tmp_path, base, head)]) == 0
+        out = " ".join(capsys.readouterr().out.split())
+        assert ("differ in isa_limits (None vs ONEDNN_MAX_CPU_ISA=AVX2)" in out) == warned
+
+
 def pytest_benchmark_file(path, scale, seed, data=True):
     taken = samples(1e-3 * scale, seed=seed)
     stats = {"median": float(np.median(taken)), "iqr": 1e-5, "rounds": len(taken),

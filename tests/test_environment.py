@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from rnnbench.environment import SOURCE_ROOT, capture, source_commit
+from rnnbench.environment import ISA_LIMITS, SOURCE_ROOT, capture, source_commit
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
@@ -34,6 +34,16 @@ def test_a_folder_inside_someone_elses_repository_is_not_a_checkout(tmp_path):
     commit_in(tmp_path)
     (tmp_path / "site-packages").mkdir()
     assert source_commit(tmp_path / "site-packages") is None
+
+
+def test_capture_records_the_settings_that_keep_libraries_to_fewer_vector_extensions(
+        monkeypatch):
+    for name in ISA_LIMITS:
+        monkeypatch.delenv(name, raising=False)
+    assert capture()["isa_limits"] == ""
+    monkeypatch.setenv("RNNBENCH_FUSED_MARCH", "x86-64-v3")
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    assert capture()["isa_limits"] == "ONEDNN_MAX_CPU_ISA=AVX2 RNNBENCH_FUSED_MARCH=x86-64-v3"
 
 
 def test_capture_records_the_commit_and_the_version():

@@ -155,14 +155,17 @@ def best_earlier_peak(folder: str | Path, environment: dict, device: str, thread
                       tf32: bool | None = None) -> dict | None:
     """The best GEMM peak that the bench documents in `folder` (and its subfolders, one level
     down) measured on this processor (`environment`'s CPU model, or GPU for "cuda") at
-    `threads`, with TF32 as `tf32` (the peak's own "tf32": None on the CPU): {"gflops", "file"};
-    None when none did. Other files are passed over."""
+    `threads`, with TF32 as `tf32` (the peak's own "tf32": None on the CPU) and the libraries
+    kept to the same vector extensions (`isa_limits`): {"gflops", "file"}; None when none did.
+    Other files are passed over."""
     processor = "gpu" if device == "cuda" else "cpu"
     best = None
     for path in sorted([*Path(folder).glob("*.json"), *Path(folder).glob("*/*.json")]):
         doc = _bench_document(path)
         if not (doc and doc.get("device") == device and doc.get("threads") == threads
                 and doc["environment"].get(processor) == environment.get(processor)
+                and (doc["environment"].get("isa_limits") or "")
+                == (environment.get("isa_limits") or "")
                 and _peak_tf32(doc) == tf32):
             continue
         check = doc["machine_check"]

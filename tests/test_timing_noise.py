@@ -166,6 +166,17 @@ def test_the_best_earlier_peak_is_of_the_same_processor_and_threads_in_the_folde
     assert best_earlier_peak(tmp_path / "nowhere", {"cpu": "CPU A"}, "cpu", 2) is None
 
 
+def test_a_peak_is_compared_with_earlier_ones_under_the_same_vector_extension_limits(tmp_path):
+    # oneDNN kept to AVX2 on an AVX-512 CPU measured about half its peak: not a busy machine.
+    limited = bench_doc(median=240.0)
+    limited["environment"]["isa_limits"] = "ONEDNN_MAX_CPU_ISA=AVX2"
+    (tmp_path / "avx2.json").write_text(json.dumps(limited))
+    (tmp_path / "all.json").write_text(json.dumps(bench_doc(median=470.0)))
+    for unlimited in ({"cpu": "CPU A"}, {"cpu": "CPU A", "isa_limits": ""}):
+        assert best_earlier_peak(tmp_path, unlimited, "cpu", 2)["gflops"] == 470.0
+    assert best_earlier_peak(tmp_path, limited["environment"], "cpu", 2)["gflops"] == 240.0
+
+
 def test_a_gpu_peak_is_compared_with_earlier_ones_of_the_same_tf32_setting(tmp_path):
     # An H200 measured 392 TFLOP/s with TF32 and 51 without: not a busy machine.
     (tmp_path / "tf32.json").write_text(json.dumps(

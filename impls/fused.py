@@ -11,14 +11,14 @@ What makes it fast (measured against torch.nn on CPU, see docs/performance.md):
   projection, the batch rows (each thread runs the whole time loop on its rows);
 - weights are stored transposed (`_common.transposed_storage`), the layout every GEMM reads;
 - in float32 the recurrent weight is reordered once per call for the step products: packed
-  into MKL's internal GEMM layout (cblas_sgemm_pack), or, where the kernels are built for
-  AVX-512, into panels for a kernel of our own (MKL runs its AVX2 code on some AVX-512 CPUs:
-  on a Zen 5 EPYC the LSTM's forward at T=100 B=32 H=256 went from 14.0 to 8.4 ms); the two
-  are timed the first time a shape and thread count are met in the process, and the faster
-  runs them from then on;
+  into MKL's internal GEMM layout (cblas_sgemm_pack), or into panels for a kernel of our own,
+  built for the CPU's AVX-512 or AVX2 (MKL runs its AVX2 code on some AVX-512 CPUs: on a Zen 5
+  EPYC the LSTM's forward at T=100 B=32 H=256 went from 14.0 to 8.4 ms); the two are timed the
+  first time a shape and thread count are met in the process, and the faster runs them from
+  then on;
 - the products over all time steps (the input projection, and the input and weight gradients)
-  run on BLAS, on oneDNN (torch's mkldnn operators) or on the AVX-512 kernel where it is
-  built, whichever ran a product of that shape faster when it was first met in the process:
+  run on BLAS, on oneDNN (torch's mkldnn operators) or on our own kernel where it is built,
+  whichever ran a product of that shape faster when it was first met in the process:
   none is the faster on every CPU and shape, so a shape's first call costs a few extra
   products (the LSTM's at T=25 B=1 H=128 on one thread went from 105 to 81 us on a Zen 5 EPYC,
   its input projection on the AVX-512 kernel);

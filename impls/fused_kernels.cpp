@@ -3,13 +3,13 @@
 //
 // The work is arranged so that most FLOPs are large GEMMs:
 //   forward:  the input projection of every time step is one GEMM before the loop ("premul"),
-//             run by BLAS, oneDNN or the AVX-512 kernel below, whichever measured faster for
-//             its shape;
+//             run by BLAS, oneDNN or our own kernel below (built for AVX2 or AVX-512),
+//             whichever measured faster for its shape;
 //             the loop does one small GEMM per step (h_{t-1} @ W_hh^T) and the gate arithmetic
 //             in place in the premul buffer. Every GEMM reads its weight transposed and
 //             row-major, the layout fused.py stores its parameters in; in float32 the per-step
 //             product reads W_hh reordered once per call (StepWeight): packed for MKL, or
-//             into panels for an AVX-512 kernel of our own, whichever measured faster.
+//             into panels for our own kernel, whichever measured faster.
 //   backward: the loop does one small GEMM per step (dgates_t @ W_hh) and keeps the gate
 //             gradients transposed; the weight gradients (in their weights' layout), bias
 //             gradients and the input gradient are each one GEMM (or sum) over all steps, the

@@ -155,7 +155,7 @@ def best_earlier_peak(folder: str | Path, environment: dict, device: str, thread
                       tf32: bool | None = None) -> dict | None:
     """The best GEMM peak that the bench documents in `folder` (and its subfolders, one level
     down) measured on this processor (`environment`'s CPU model, or GPU for "cuda") at
-    `threads`, with TF32 as `tf32` (the peak's own "tf32": None on the CPU) and the libraries
+    `threads`, with TF32 as `tf32` (the peak's own "tf32": None on the CPU) and torch's libraries
     kept to the same vector extensions (`isa_limits`): {"gflops", "file"}; None when none did.
     Other files are passed over."""
     processor = "gpu" if device == "cuda" else "cpu"
@@ -164,8 +164,7 @@ def best_earlier_peak(folder: str | Path, environment: dict, device: str, thread
         doc = _bench_document(path)
         if not (doc and doc.get("device") == device and doc.get("threads") == threads
                 and doc["environment"].get(processor) == environment.get(processor)
-                and (doc["environment"].get("isa_limits") or "")
-                == (environment.get("isa_limits") or "")
+                and _library_limits(doc["environment"]) == _library_limits(environment)
                 and _peak_tf32(doc) == tf32):
             continue
         check = doc["machine_check"]
@@ -173,6 +172,13 @@ def best_earlier_peak(folder: str | Path, environment: dict, device: str, thread
             if _positive(gflops) and (best is None or gflops > best["gflops"]):
                 best = {"gflops": gflops, "file": str(path)}
     return best
+
+
+def _library_limits(environment: dict) -> list[str]:
+    """The settings in `environment`'s isa_limits that can move torch's GEMM peak: all but the
+    CPU fused's kernels are built for."""
+    return [limit for limit in (environment.get("isa_limits") or "").split()
+            if not limit.startswith("RNNBENCH_FUSED_MARCH=")]
 
 
 def _peak_tf32(doc: dict) -> bool | None:

@@ -33,7 +33,8 @@ in a folder named by a digest of the source, the flags, torch's version and the 
 vector extensions: the build is for the building machine's CPU, -march=native), so that two
 checkouts with different kernels, or two machines with different CPUs sharing one cache, never
 share (or rebuild) one build. RNNBENCH_FUSED_MARCH=x86-64-v3 (any gcc -march) builds for that
-CPU instead: the kernels an AVX2 machine builds, run (and tested) on an AVX-512 one.
+CPU instead: the kernels an AVX2 machine builds, run (and tested) on an AVX-512 one. (A CPU
+with extensions this one lacks builds, and then dies of SIGILL on first use.)
 Without a C++ compiler or ninja the implementation is unavailable and says why.
 """
 from __future__ import annotations
@@ -84,14 +85,14 @@ def kernels():
 def _build():
     from torch.utils import cpp_extension
 
+    march = os.environ.get(MARCH_VARIABLE) or "native"
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", march):
+        return f"{MARCH_VARIABLE} names a CPU for gcc's -march (e.g. x86-64-v3), not {march!r}"
     compiler = os.environ.get("CXX", "c++")
     if shutil.which(compiler) is None:
         return f"fused needs a C++ compiler to build its kernels: {compiler!r} not found (set CXX)"
     if not cpp_extension.is_ninja_available():
         return "fused needs ninja to build its kernels (pip install ninja)"
-    march = os.environ.get(MARCH_VARIABLE) or "native"
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", march):
-        return f"{MARCH_VARIABLE} names a CPU for gcc's -march (e.g. x86-64-v3), not {march!r}"
     # Another CPU's build is another module: a process may load both (the tests do).
     name = EXTENSION_NAME + ("" if march == "native" else "_" + re.sub(r"\W", "_", march))
     try:

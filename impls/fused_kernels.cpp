@@ -278,7 +278,7 @@ constexpr bool kAvx2Built = true;
 #else
 constexpr bool kAvx2Built = false;
 #endif
-#ifdef __AVX512F__
+#if defined(RNNBENCH_OWN_KERNEL) && defined(__AVX512F__)
 constexpr bool kAvx512Built = true;
 #else
 constexpr bool kAvx512Built = false;
@@ -305,12 +305,17 @@ std::vector<std::string> kernel_ways() {
   return ways;
 }
 
-// The error for a policy that names no way here: the policies there are, in one line.
-[[noreturn]] void unknown_policy(const char* what, const std::string& policy,
-                                 const std::vector<Product>& ways) {
+// The way of `ways` built here that `policy` names, none for "auto" (timed); for any other
+// policy an error that lists the policies there are, in one line.
+template <size_t N>
+std::optional<Product> policy_way(const char* what, const std::string& policy,
+                                  const Product (&ways)[N]) {
+  if (policy == "auto") return std::nullopt;
   std::string known = "auto";
   for (const Product way : ways) {
-    if (built(way)) known += std::string(", ") + product_name(way);
+    if (!built(way)) continue;
+    if (policy == product_name(way)) return way;
+    known += std::string(", ") + product_name(way);
   }
   TORCH_CHECK(false, "rnnbench_fused: unknown ", what, " policy ", policy, " (here: ", known, ")");
 }
@@ -318,8 +323,9 @@ std::vector<std::string> kernel_ways() {
 #ifdef RNNBENCH_OWN_KERNEL
 // A product of our own, for CPUs on which MKL may not run its fastest code: on a 2-core AMD
 // EPYC (Zen 5, AVX-512) torch's MKL ran a one-thread (32 x 256) @ (256 x 1024) at 78 GFLOP/s
-// and oneDNN at 160, and with this kernel instead of MKL's packed GEMM fused's LSTM forward at
-// T=100 B=32 H=256 took 8.4 instead of 14.0 ms. One kernel, built for each instruction set
+// and oneDNN at 160, and with this kernel's AVX-512 build instead of MKL's packed GEMM fused's
+// LSTM forward at T=100 B=32 H=256 took 8.4 instead of 14.0 ms. One kernel, built for each
+// instruction set
 // below (their vector operations are all that differs): out is computed kBlockRows rows by a
 // panel of two vectors' columns at a time, 2 x kBlockRows accumulators in registers, and each
 // step along the inner dimension two loads of b and a broadcast of a per row.
@@ -413,7 +419,8 @@ RNNBENCH_INLINE void product_block(float* c, int64_t ldc, const float* a, int64_
   }
 }
 
-// product_block for the last `count` rows (1 to S::kBlockRows), a block unrolled for each count.
+// product_block for a block of `count` rows (1 to S::kBlockRows: a whole block, or the last
+// rows), unrolled for each count.
 template <typename S, bool MaskB, int Rows = S::kBlockRows>
 void product_rows(int64_t count, float* c, int64_t ldc, const float* a, int64_t lda,
                   const float* b, int64_t ldb, int64_t depth, typename S::Mask low,
@@ -428,7 +435,7 @@ void product_rows(int64_t count, float* c, int64_t ldc, const float* a, int64_t 
 }
 
 // out (rows, cols) (+)= a (rows, inner; its rows lda apart) @ b, where row k of b's columns
-// [panel p, panel p + panel) starts at b + p * block_step + k * ldb: b itself (block_step a
+// [p * panel, (p + 1) * panel) starts at b + p * block_step + k * ldb: b itself (block_step a
 // panel, ldb cols: `direct`, its last columns read under a mask) or b reordered into Panels
 // (block_step inner x panel, ldb a panel, zeros past the last column).
 template <typename S>
@@ -471,6 +478,8 @@ void own_product(Product kernel, float* out, const float* a, int64_t lda, const 
                                 accumulate);
   }
 #endif
+  // Only a built kernel is ever asked for: another's panels would be of another width.
+  TORCH_CHECK(kernel == Product::kAvx2, "rnnbench_fused: no ", product_name(kernel), " kernel");
   simd_product<Avx2>(out, a, lda, b, rows, inner, cols, block_step, ldb, direct, accumulate);
 }
 
@@ -623,16 +632,7 @@ class StepWeight {
 
 // Sets how the step products run: "auto" (timed), "blas", or "avx2" or "avx512" (where built).
 void set_step_products(const std::string& policy) {
-  const std::vector<Product> ways(std::begin(kStepWays), std::end(kStepWays));
-  forced_step_way.reset();
-  if (policy == "auto") return;
-  for (const Product way : ways) {
-    if (policy == product_name(way) && built(way)) {
-      forced_step_way = way;
-      return;
-    }
-  }
-  unknown_policy("step product", policy, ways);
+  forced_step_way = policy_way("step product", policy, kStepWays);
 }
 
 // out_in (rows, cols) (+)= a (rows, inner) @ b (inner, cols), as a new tensor, the way a time
@@ -970,16 +970,7 @@ Tensor product_alone(const Tensor& a, const Tensor& b, bool transposed) {
 // "onednn_transposed" (where a row-major result is needed, "onednn") or, where built, "avx2"
 // or "avx512" (for float32 operands, a's rows of contiguous elements; for others "blas").
 void set_products(const std::string& policy) {
-  const std::vector<Product> ways(std::begin(kProducts), std::end(kProducts));
-  forced_product.reset();
-  if (policy == "auto") return;
-  for (const Product product : ways) {
-    if (policy == product_name(product) && built(product)) {
-      forced_product = product;
-      return;
-    }
-  }
-  unknown_policy("product", policy, ways);
+  forced_product = policy_way("product", policy, kProducts);
 }
 
 // The ways the timed products chose, one line each:

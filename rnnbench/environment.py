@@ -54,11 +54,15 @@ def cpu_flags() -> str:
 # them times another machine's code paths on this one.
 ISA_LIMITS = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS",
               "ATEN_CPU_CAPABILITY", "RNNBENCH_FUSED_MARCH")
+# The values of those that limit nothing: their defaults.
+NO_LIMIT = {"ONEDNN_MAX_CPU_ISA": "all", "DNNL_MAX_CPU_ISA": "all",
+            "RNNBENCH_FUSED_MARCH": "native"}
 
 
 def isa_limits() -> str:
     """The ISA_LIMITS this process runs under, "NAME=value" space-separated; "" for none."""
-    return " ".join(f"{name}={os.environ[name]}" for name in ISA_LIMITS if os.environ.get(name))
+    return " ".join(f"{name}={os.environ[name]}" for name in ISA_LIMITS
+                    if os.environ.get(name) and os.environ[name].lower() != NO_LIMIT.get(name))
 
 
 def source_commit(root: Path = SOURCE_ROOT) -> str | None:

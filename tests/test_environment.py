@@ -41,6 +41,9 @@ def test_capture_records_the_settings_that_keep_libraries_to_fewer_vector_extens
     for name in ISA_LIMITS:
         monkeypatch.delenv(name, raising=False)
     assert capture()["isa_limits"] == ""
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "ALL")             # the defaults limit nothing
+    monkeypatch.setenv("RNNBENCH_FUSED_MARCH", "native")
+    assert capture()["isa_limits"] == ""
     monkeypatch.setenv("RNNBENCH_FUSED_MARCH", "x86-64-v3")
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
     assert capture()["isa_limits"] == "ONEDNN_MAX_CPU_ISA=AVX2 RNNBENCH_FUSED_MARCH=x86-64-v3"

@@ -224,39 +224,43 @@ def test_fused_float32_gradients_with_the_batch_rows_shared_out():
         assert_matches_native(implementation("fused"), row, dtype="float32")
 
 
+def assert_products_at_every_remainder(kernels, product: str) -> None:
+    """`product` ("step_products": a time step's, from 3 rows, 1 and 2 running a plain loop;
+    "products": one over all time steps, row-major or transposed) of every remainder of rows
+    and lanes that the kernels' blocks leave (8 rows by 32 columns on AVX-512, 6 by 16 on AVX2)
+    and of inner dimensions run in one part of 256 or two, against float64."""
+    generator = torch.Generator().manual_seed(0)
+    for rows in range(1, 18):
+        for cols in (1, 8, 9, 15, 16, 17, 24, 31, 32, 33, 47, 70):
+            for inner in (1, 7, 256, 300):
+                a, b, c = (torch.randn(shape, generator=generator) for shape in
+                           ((rows, inner), (inner, cols), (rows, cols)))
+                expected = a.double() @ b.double()
+                if product == "step_products":
+                    for accumulate in (False, True):
+                        out = kernels.step_product(c, a, b, accumulate)
+                        wanted = expected + c.double() if accumulate else expected
+                        assert torch.allclose(out.double(), wanted, rtol=1e-5, atol=1e-4), \
+                            f"{rows} x {inner} x {cols}, accumulate={accumulate}"
+                    continue
+                for transposed in (False, True):
+                    out = kernels.product(a, b, transposed=transposed)
+                    assert (out.t() if transposed else out).is_contiguous()
+                    assert torch.allclose(out.double(), expected, rtol=1e-5, atol=1e-4), \
+                        f"{rows} x {inner} x {cols}, transposed={transposed}"
+
+
 @pytest.mark.parametrize("product", ["step_products", "products"])
 @pytest.mark.parametrize("way", KERNEL_WAYS)
 def test_fused_products_are_matrix_products_at_every_remainder(way, product):
-    # A time step's product (from 3 rows; 1 and 2 run a plain loop) and a product over all time
-    # steps, each run `way`'s way. The kernels' blocks of 8 rows and 32 columns (two vectors of
-    # 16, AVX-512) and of 6 rows and 16 columns (AVX2) leave every remainder of rows and lanes
-    # below, and their inner dimension runs
-    # in parts of 256; the step product reads the weight reordered into panels with zeros past
-    # the last column, the product over all steps reads it as it lies, its last columns under a
-    # mask, and gives its result row-major or transposed (copied 16 x 16 at a time, the last
-    # tiles short).
+    # Each run `way`'s way. The step product reads the weight reordered into panels with zeros
+    # past the last column; the product over all steps reads it as it lies, its last columns
+    # under a mask, and gives its result row-major or transposed (copied 16 x 16 at a time, the
+    # last tiles short).
     implementation("fused")
     skip_unless_built(way)
-    generator = torch.Generator().manual_seed(0)
     with fused_policy(product, way) as kernels:
-        for rows in range(1, 18):
-            for cols in (1, 15, 16, 17, 31, 32, 33, 47, 70):
-                for inner in (1, 7, 256, 300):
-                    a, b, c = (torch.randn(shape, generator=generator) for shape in
-                               ((rows, inner), (inner, cols), (rows, cols)))
-                    expected = a.double() @ b.double()
-                    if product == "step_products":
-                        for accumulate in (False, True):
-                            out = kernels.step_product(c, a, b, accumulate)
-                            wanted = expected + c.double() if accumulate else expected
-                            assert torch.allclose(out.double(), wanted, rtol=1e-5, atol=1e-4), \
-                                f"{rows} x {inner} x {cols}, accumulate={accumulate}"
-                        continue
-                    for transposed in (False, True):
-                        out = kernels.product(a, b, transposed=transposed)
-                        assert (out.t() if transposed else out).is_contiguous()
-                        assert torch.allclose(out.double(), expected, rtol=1e-5, atol=1e-4), \
-                            f"{rows} x {inner} x {cols}, transposed={transposed}"
+        assert_products_at_every_remainder(kernels, product)
 
 
 @pytest.mark.parametrize("way", KERNEL_WAYS)
@@ -631,6 +635,14 @@ def fused_built_for_avx2(monkeypatch):
     assert not isinstance(kernels, str), kernels
     monkeypatch.setattr(fused, "_kernels", kernels)
     return kernels
+
+
+@pytest.mark.parametrize("product", ["step_products", "products"])
+def test_fused_built_for_avx2_multiplies_at_every_remainder(fused_built_for_avx2, product):
+    # The AVX2 kernel as such a machine builds it; a transposed result is copied in 8 x 8
+    # register tiles there.
+    with fused_policy(product, "avx2") as kernels:
+        assert_products_at_every_remainder(kernels, product)
 
 
 @pytest.mark.parametrize("kind, options, hidden, batch", [

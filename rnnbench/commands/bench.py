@@ -194,7 +194,7 @@ def render(doc: dict) -> str:
     # The CPU's vector extensions decide which kernels it runs (AVX-512 or AVX2 only), unless
     # settings kept the libraries to fewer.
     flags = f"{env['cpu_flags']}; " if env.get("cpu_flags") and not env["gpu"] else ""
-    if env.get("isa_limits"):
+    if flags and env.get("isa_limits"):
         flags += f"limited by {env['isa_limits']}; "
     threads = doc["threads"]
     # Wrapped: an AVX-512 CPU's flags or a long model name would run past the width.

@@ -325,10 +325,10 @@ std::optional<Product> policy_way(const char* what, const std::string& policy,
 // EPYC (Zen 5, AVX-512) torch's MKL ran a one-thread (32 x 256) @ (256 x 1024) at 78 GFLOP/s
 // and oneDNN at 160, and with this kernel's AVX-512 build instead of MKL's packed GEMM fused's
 // LSTM forward at T=100 B=32 H=256 took 8.4 instead of 14.0 ms. One kernel, built for each
-// instruction set
-// below (their vector operations are all that differs): out is computed kBlockRows rows by a
-// panel of two vectors' columns at a time, 2 x kBlockRows accumulators in registers, and each
-// step along the inner dimension two loads of b and a broadcast of a per row.
+// instruction set below (their vector operations are all that differs): out is computed
+// kBlockRows rows by a panel of two vectors' columns at a time, 2 x kBlockRows accumulators in
+// registers, and each step along the inner dimension two loads of b and a broadcast of a per
+// row.
 constexpr int64_t kDepth = 256;  // of inner at a time: a panel's rows of b in L1 (16 or 32 KiB)
 
 // AVX2 with FMA: vectors of 8 floats, 16 registers: blocks of 6 rows (12 accumulators, two

@@ -831,6 +831,12 @@ constexpr int64_t kRowsPerTask = 64;
 // some columns of a matrix will do). A large product is shared out between torch's threads a
 // block of rows at a time.
 Tensor own_sequence_product(Product kernel, const Tensor& a, const Tensor& b) {
+  // sequence_product offers the kernel only these; a way that fell back to another library
+  // here would pass every test of it on its numbers alone.
+  TORCH_CHECK(built(kernel) && a.scalar_type() == at::kFloat && a.stride(1) == 1 &&
+                  b.is_contiguous(),
+              "rnnbench_fused: the ", product_name(kernel), " kernel was given operands it does "
+              "not read (not float32, or strided rows)");
   const int64_t rows = a.size(0), inner = a.size(1), cols = b.size(1);
   Tensor out = at::empty({rows, cols}, a.options());
   float* const outp = out.data_ptr<float>();
@@ -865,10 +871,7 @@ Tensor product_by(Product product, const Tensor& a, const Tensor& b) {
     case Product::kAvx2:
     case Product::kAvx512:
 #ifdef RNNBENCH_OWN_KERNEL
-      if (built(product) && a.scalar_type() == at::kFloat && a.stride(1) == 1 &&
-          b.is_contiguous()) {
-        return own_sequence_product(product, a, b);
-      }
+      return own_sequence_product(product, a, b);
 #endif
       break;
     case Product::kBlas:

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rnnbench.documents import BENCH_SCHEMAS, read_json
+from rnnbench.environment import FUSED_MARCH
 from rnnbench.errors import UsageError
 
 WINDOW_S = 0.5
@@ -178,7 +179,7 @@ def _library_limits(environment: dict) -> list[str]:
     """The settings in `environment`'s isa_limits that can move torch's GEMM peak: all but the
     CPU fused's kernels are built for."""
     return [limit for limit in (environment.get("isa_limits") or "").split()
-            if not limit.startswith("RNNBENCH_FUSED_MARCH=")]
+            if not limit.startswith(f"{FUSED_MARCH}=")]
 
 
 def _peak_tf32(doc: dict) -> bool | None:

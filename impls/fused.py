@@ -52,7 +52,7 @@ from typing import Optional
 import torch
 from torch.autograd.function import once_differentiable
 
-from rnnbench.environment import cpu_flags, cpu_model
+from rnnbench.environment import FUSED_MARCH, NO_LIMIT, cpu_flags, cpu_model
 from rnnbench.impls._common import Backend, State, Weights, module_classes, transposed_storage
 from rnnbench.impls.base import Implementation
 
@@ -63,10 +63,11 @@ EXTENSION_NAME = "rnnbench_fused"
 # (torch's own runtime, shared) lets a large batch be split between threads.
 X86 = platform.machine() in ("x86_64", "AMD64")
 OPENMP = ["-fopenmp"] if platform.system() == "Linux" else []
-CFLAGS = ["-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", *OPENMP,
+MARCH_VARIABLE = FUSED_MARCH  # the CPU to build for, gcc's -march
+NATIVE = NO_LIMIT[FUSED_MARCH]  # this machine's own CPU, the default
+CFLAGS = ["-O3", f"-march={NATIVE}", "-fno-math-errno", "-fno-trapping-math", *OPENMP,
           *(["-mprefer-vector-width=512"] if X86 else [])]
 LDFLAGS = OPENMP
-MARCH_VARIABLE = "RNNBENCH_FUSED_MARCH"  # the CPU to build for, gcc's -march; default native
 
 _kernels = None  # the extension module once built, or the one-line reason it cannot be
 
@@ -85,7 +86,7 @@ def kernels():
 def _build():
     from torch.utils import cpp_extension
 
-    march = os.environ.get(MARCH_VARIABLE) or "native"
+    march = os.environ.get(MARCH_VARIABLE) or NATIVE
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", march):
         return f"{MARCH_VARIABLE} names a CPU for gcc's -march (e.g. x86-64-v3), not {march!r}"
     compiler = os.environ.get("CXX", "c++")
@@ -94,7 +95,7 @@ def _build():
     if not cpp_extension.is_ninja_available():
         return "fused needs ninja to build its kernels (pip install ninja)"
     # Another CPU's build is another module: a process may load both (the tests do).
-    name = EXTENSION_NAME + ("" if march == "native" else "_" + re.sub(r"\W", "_", march))
+    name = EXTENSION_NAME + ("" if march == NATIVE else "_" + re.sub(r"\W", "_", march))
     try:
         with _build_lock(_build_directory(cpp_extension, march)) as directory:
             module = cpp_extension.load(name=name, sources=[str(SOURCE)],
@@ -106,12 +107,12 @@ def _build():
     return module
 
 
-def compile_flags(march: str = "native") -> list[str]:
+def compile_flags(march: str = NATIVE) -> list[str]:
     """The compiler flags of fused's kernels built for the CPU `march` names (gcc's -march)."""
-    return [f"-march={march}" if flag == "-march=native" else flag for flag in CFLAGS]
+    return [f"-march={march}" if flag == f"-march={NATIVE}" else flag for flag in CFLAGS]
 
 
-def _build_directory(cpp_extension, march: str = "native") -> Path:
+def _build_directory(cpp_extension, march: str = NATIVE) -> Path:
     digest = hashlib.sha256(SOURCE.read_bytes())
     built_for = [*compile_flags(march), *LDFLAGS, torch.__version__, cpu_model(), cpu_flags()]
     digest.update(" ".join(built_for).encode())

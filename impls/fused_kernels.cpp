@@ -466,7 +466,12 @@ void simd_product(float* out, const float* a, int64_t lda, const float* b, int64
 }
 
 // The columns of a panel of `kernel` (kAvx2 or kAvx512): two of its vectors.
-constexpr int64_t panel_width(Product kernel) { return kernel == Product::kAvx512 ? 32 : 16; }
+constexpr int64_t panel_width(Product kernel) {
+#ifdef __AVX512F__
+  if (kernel == Product::kAvx512) return 2 * Avx512::kLanes;
+#endif
+  return 2 * Avx2::kLanes;
+}
 
 // simd_product on `kernel`'s instruction set.
 void own_product(Product kernel, float* out, const float* a, int64_t lda, const float* b,
@@ -822,6 +827,12 @@ Tensor linear_onednn(const Tensor& input, const Tensor& weight) {
   return onednn_linear()(input, weight, py::none(), "none", py::list(), "").cast<Tensor>();
 }
 
+// Whether our own kernel reads a and b as they are: float32, a's rows of contiguous elements
+// (wherever they start), b row-major.
+bool own_kernel_reads(const Tensor& a, const Tensor& b) {
+  return a.scalar_type() == at::kFloat && a.stride(1) == 1 && b.is_contiguous();
+}
+
 #ifdef RNNBENCH_OWN_KERNEL
 // Rows of a product over all time steps that our own kernel computes at a time: their rows of a
 // stay in cache while b's columns pass (all 3200 rows of an input projection would not).
@@ -833,10 +844,9 @@ constexpr int64_t kRowsPerTask = 64;
 Tensor own_sequence_product(Product kernel, const Tensor& a, const Tensor& b) {
   // sequence_product offers the kernel only these; a way that fell back to another library
   // here would pass every test of it on its numbers alone.
-  TORCH_CHECK(built(kernel) && a.scalar_type() == at::kFloat && a.stride(1) == 1 &&
-                  b.is_contiguous(),
-              "rnnbench_fused: the ", product_name(kernel), " kernel was given operands it does "
-              "not read (not float32, or strided rows)");
+  TORCH_CHECK(built(kernel) && own_kernel_reads(a, b), "rnnbench_fused: the ",
+              product_name(kernel), " kernel was given operands it does not read (not float32, "
+              "or strided rows)");
   const int64_t rows = a.size(0), inner = a.size(1), cols = b.size(1);
   Tensor out = at::empty({rows, cols}, a.options());
   float* const outp = out.data_ptr<float>();
@@ -908,7 +918,7 @@ Tensor sequence_product(const Tensor& a, const Tensor& b, Layout layout) {
   // Not for other strides: oneDNN ran W_hh's gradient at T=50 B=64 H=512, whose gate gradients
   // are some columns of a wider matrix, on its reference code, 30 s a call instead of 15 ms.
   const bool onednn = fp32 && plain(a) && plain(b) && !onednn_linear().is_none();
-  const bool own = fp32 && kOwnKernel && a.stride(1) == 1 && b.is_contiguous();
+  const bool own = fp32 && kOwnKernel && own_kernel_reads(a, b);
   const bool transposed = layout == Layout::kTransposed;
   if (forced_product) {
     const Product forced = *forced_product;

@@ -52,11 +52,11 @@ def cpu_flags() -> str:
 # Settings that keep a library, or fused's build, to fewer vector extensions than the CPU has:
 # oneDNN's, MKL's and ATen's own kernels, and the CPU fused's kernels are built for. A run under
 # them times another machine's code paths on this one.
+FUSED_MARCH = "RNNBENCH_FUSED_MARCH"  # the CPU fused's kernels are built for (gcc's -march)
 ISA_LIMITS = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS",
-              "ATEN_CPU_CAPABILITY", "RNNBENCH_FUSED_MARCH")
+              "ATEN_CPU_CAPABILITY", FUSED_MARCH)
 # The values of those that limit nothing: their defaults.
-NO_LIMIT = {"ONEDNN_MAX_CPU_ISA": "all", "DNNL_MAX_CPU_ISA": "all",
-            "RNNBENCH_FUSED_MARCH": "native"}
+NO_LIMIT = {"ONEDNN_MAX_CPU_ISA": "all", "DNNL_MAX_CPU_ISA": "all", FUSED_MARCH: "native"}
 
 
 def isa_limits() -> str:

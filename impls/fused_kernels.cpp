@@ -671,9 +671,28 @@ std::vector<std::string> step_choices_made() {
 
 // ---- transposes ------------------------------------------------------------------------------
 
+// How a transpose writes its result: through the caches, for a reader soon after, or streamed
+// to memory past them (non-temporal stores), for one that reads it only after much other work:
+// no read of each line before it is written, and what the writer reads next stays in cache. (The
+// backward's gate gradients of all steps, 25 MB for an LSTM at T=50 B=64 H=512, are read only by
+// the products after the loop.)
+enum class Writes { kCached, kStreamed };
+
 #ifdef __AVX512F__
+constexpr uintptr_t kStreamAlignment = 64;  // bytes: a vector, which a streamed store needs
+
+template <Writes W>
+RNNBENCH_INLINE void store_row(float* p, __m512 v) {
+  if constexpr (W == Writes::kStreamed) {
+    _mm512_stream_ps(p, v);
+  } else {
+    _mm512_storeu_ps(p, v);
+  }
+}
+
 // dst (16, 16), its rows ldd apart, = src (16, 16)^T, src's rows lds apart: 16 loads, four
 // rounds of shuffles (pairs of floats, pairs of doubles, then 128-bit lanes twice), 16 stores.
+template <Writes W>
 RNNBENCH_INLINE void transpose_tile(float* dst, int64_t ldd, const float* src, int64_t lds) {
   __m512 r[16], t[16];
   for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * lds);
@@ -696,13 +715,25 @@ RNNBENCH_INLINE void transpose_tile(float* dst, int64_t ldd, const float* src, i
     }
   }
   for (int j = 0; j < 8; ++j) {
-    _mm512_storeu_ps(dst + j * ldd, _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88));
-    _mm512_storeu_ps(dst + (j + 8) * ldd, _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd));
+    store_row<W>(dst + j * ldd, _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88));
+    store_row<W>(dst + (j + 8) * ldd, _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd));
   }
 }
 #elif defined(__AVX2__)
+constexpr uintptr_t kStreamAlignment = 32;
+
+template <Writes W>
+RNNBENCH_INLINE void store_row(float* p, __m256 v) {
+  if constexpr (W == Writes::kStreamed) {
+    _mm256_stream_ps(p, v);
+  } else {
+    _mm256_storeu_ps(p, v);
+  }
+}
+
 // dst (8, 8), its rows ldd apart, = src (8, 8)^T: 8 loads, three rounds of shuffles (pairs of
 // floats, pairs of pairs, then 128-bit halves), 8 stores.
+template <Writes W>
 RNNBENCH_INLINE void transpose_8x8(float* dst, int64_t ldd, const float* src, int64_t lds) {
   __m256 r[8], t[8];
   for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * lds);
@@ -717,25 +748,30 @@ RNNBENCH_INLINE void transpose_8x8(float* dst, int64_t ldd, const float* src, in
     r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
   }
   for (int j = 0; j < 4; ++j) {
-    _mm256_storeu_ps(dst + j * ldd, _mm256_permute2f128_ps(r[j], r[j + 4], 0x20));
-    _mm256_storeu_ps(dst + (j + 4) * ldd, _mm256_permute2f128_ps(r[j], r[j + 4], 0x31));
+    store_row<W>(dst + j * ldd, _mm256_permute2f128_ps(r[j], r[j + 4], 0x20));
+    store_row<W>(dst + (j + 4) * ldd, _mm256_permute2f128_ps(r[j], r[j + 4], 0x31));
   }
 }
 
 // dst (16, 16) = src (16, 16)^T as four 8 x 8 transposes.
+template <Writes W>
 RNNBENCH_INLINE void transpose_tile(float* dst, int64_t ldd, const float* src, int64_t lds) {
   for (int i = 0; i < 16; i += 8) {
-    for (int j = 0; j < 16; j += 8) transpose_8x8(dst + j * ldd + i, ldd, src + i * lds + j, lds);
+    for (int j = 0; j < 16; j += 8) {
+      transpose_8x8<W>(dst + j * ldd + i, ldd, src + i * lds + j, lds);
+    }
   }
 }
 #endif
 
 // dst (cols, rows), its rows ld apart, = src (rows, cols)^T, src's rows lds apart. In tiles of
 // 16 x 16 (in registers where AVX2 or AVX-512 is built), so that every line of memory read or
-// written is read or written whole.
+// written is read or written whole. Streamed `writes` are streamed where a tile's rows are
+// aligned as the stores need (the rest go through the caches), and fenced before returning: they
+// are weakly ordered, and another thread may read them next.
 template <typename T>
 void transpose_into(T* __restrict__ dst, int64_t ld, const T* __restrict__ src, int64_t lds,
-                    int64_t rows, int64_t cols) {
+                    int64_t rows, int64_t cols, Writes writes = Writes::kCached) {
   constexpr int64_t kTile = 16;
   for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
     for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
@@ -743,7 +779,14 @@ void transpose_into(T* __restrict__ dst, int64_t ld, const T* __restrict__ src, 
 #ifdef __AVX2__
       if constexpr (std::is_same_v<T, float>) {
         if (r1 - r0 == kTile && c1 - c0 == kTile) {
-          transpose_tile(dst + c0 * ld + r0, ld, src + r0 * lds + c0, lds);
+          float* const tile = dst + c0 * ld + r0;
+          const bool aligned = reinterpret_cast<uintptr_t>(tile) % kStreamAlignment == 0 &&
+                               ld * sizeof(float) % kStreamAlignment == 0;
+          if (writes == Writes::kStreamed && aligned) {
+            transpose_tile<Writes::kStreamed>(tile, ld, src + r0 * lds + c0, lds);
+          } else {
+            transpose_tile<Writes::kCached>(tile, ld, src + r0 * lds + c0, lds);
+          }
           continue;
         }
       }
@@ -753,6 +796,9 @@ void transpose_into(T* __restrict__ dst, int64_t ld, const T* __restrict__ src, 
       }
     }
   }
+#ifdef __AVX2__
+  if (writes == Writes::kStreamed) _mm_sfence();
+#endif
 }
 
 // The transpose of row-major `m` (rows, cols), as a view of a new row-major (cols, rows) matrix:
@@ -1469,7 +1515,8 @@ void gru_row_back(const T* __restrict__ gr, const T* __restrict__ gz, const T* _
 
 // backward(family, grad_output (T, B, P), grad_state [dh_n] or [dh_n, dc_n], x, state,
 // weights..., has_bias, relu, reverse, output, saved, need_input_grad)
-// -> [dx (undefined unless need_input_grad), dh0, (dc0,) dw_ih, dw_hh, (db_ih, db_hh,) (dw_hr)].
+// -> [dx (undefined unless need_input_grad), dh0, (dc0,) dw_ih, dw_hh, (db_ih, db_hh,) (dw_hr)],
+// dh0 and dc0 undefined where no state was given.
 std::vector<Tensor> backward(const std::string& family_name, const Tensor& grad_out_in,
                              const std::vector<Tensor>& grad_state, const Tensor& x_in,
                              const std::vector<Tensor>& state,
@@ -1491,10 +1538,11 @@ std::vector<Tensor> backward(const std::string& family_name, const Tensor& grad_
   // the input gradient as its transpose) and the bias gradients are sums along their rows.
   // Each step's are written row-major first, for the step's own product, into one of two
   // buffers taken in turn: a thread may start the next step's gate pass while another still
-  // multiplies this step's. The loop transposes them while they are in cache. (Read as a
-  // transposed view instead, oneDNN copied the other operand transposed for each weight
-  // gradient, and autograd copied the gradient into the weight's layout.) A GRU keeps the input-
-  // and hidden-side gradients apart; its step product reads the hidden side's.
+  // multiplies this step's. The loop transposes them while they are in cache and streams the
+  // transposes to memory: nothing reads them before the loop ends. (Read as a transposed view
+  // instead, oneDNN copied the other operand transposed for each weight gradient, and autograd
+  // copied the gradient into the weight's layout.) A GRU keeps the input- and hidden-side
+  // gradients apart; its step product reads the hidden side's.
   Tensor dgates_by_unit = at::empty({G, T_ * B}, x.options());
   Tensor steps_dg = at::empty({2, B, G}, x.options());
   Tensor dgates_h_by_unit, steps_dgh, dc, dh_full, dhidden, c0, w_hr_c;
@@ -1589,18 +1637,23 @@ std::vector<Tensor> backward(const std::string& family_name, const Tensor& grad_
           for (int64_t q = 0; q < gate_blocks && units > 0; ++q) {
             const int64_t from = share.b0 * G + q * H + j0;
             const int64_t to = (q * H + j0) * T_ * B + t * B + share.b0;
-            transpose_into(dgup + to, T_ * B, step_dg + from, G, share.rows, units);
-            if (dghup) transpose_into(dghup + to, T_ * B, step_dgh + from, G, share.rows, units);
+            transpose_into(dgup + to, T_ * B, step_dg + from, G, share.rows, units,
+                           Writes::kStreamed);
+            if (dghup) {
+              transpose_into(dghup + to, T_ * B, step_dgh + from, G, share.rows, units,
+                             Writes::kStreamed);
+            }
           }
           share.sync();
-          if (units > 0) {
-            // dL/dh_{t-1} through W_hh; a GRU's direct part z * dL/dh_t is already in d0.
+          // dL/dh_{t-1} through W_hh; a GRU's direct part z * dL/dh_t is already in d0. None
+          // for h0 when no state was given: zeros need no gradient.
+          if (units > 0 && !(s == 0 && state.empty())) {
             recurrent.multiply(d0, step_dgh + share.b0 * G,
                                /*accumulate=*/L.family == Family::kGru);
           }
         }
         // dL/dh0, this share's rows and units of it.
-        for (int64_t b = 0; b < share.rows; ++b) {
+        for (int64_t b = 0; b < share.rows && !state.empty(); ++b) {
           std::copy(d0 + b * width, d0 + (b + 1) * width, dhp + (share.b0 + b) * P + j0);
         }
       });
@@ -1627,8 +1680,8 @@ std::vector<Tensor> backward(const std::string& family_name, const Tensor& grad_
     dx = sequence_product(w_ih.t(), dgates_by_unit, Layout::kTransposed).t()
              .view({T_, B, x.size(2)});
   }
-  std::vector<Tensor> result{dx, dh};
-  if (L.family == Family::kLstm) result.push_back(dc);
+  std::vector<Tensor> result{dx, state.empty() ? Tensor() : dh};
+  if (L.family == Family::kLstm) result.push_back(state.empty() ? Tensor() : dc);
   result.push_back(sequence_product(dgates_by_unit, x.view({T_ * B, x.size(2)}),
                                     Layout::kTransposed));
   result.push_back(dw_hh);

@@ -158,6 +158,19 @@ def test_fused_hidden_units_split_between_threads_matches_torch_nn(kind, options
         assert_matches_native(impl, row, dtype=dtype)
 
 
+@pytest.mark.parametrize("h0", [True, False])
+@pytest.mark.parametrize("kind", ["rnn", "lstm", "gru"])
+def test_fused_gate_gradients_streamed_to_memory_match_torch_nn(kind, h0):
+    # A batch of 32 over 7 steps on two threads: the tiles of the transposed gate gradients
+    # start on whole cache lines, which the backward writes with streamed stores (with a batch
+    # of 20 they do not, and go through the caches). 33 units: each thread has whole tiles and
+    # a remainder.
+    impl = implementation("fused")
+    row = (Config(kind, 6, 33, bidirectional=True), 32, 7, h0)
+    with pinned_threads(2):
+        assert_matches_native(impl, row, dtype="float32")
+
+
 # The ways fused's kernels may run their products besides oneDNN: BLAS, and kernels of their own
 # for AVX2 and AVX-512 (a machine with AVX-512 builds both, and tests both).
 KERNEL_WAYS = ["blas", "avx2", "avx512"]
@@ -646,15 +659,15 @@ def test_fused_built_for_avx2_multiplies_at_every_remainder(fused_built_for_avx2
 
 
 @pytest.mark.parametrize("kind, options, hidden, batch", [
-    ("rnn", {}, 70, 20), ("lstm", {}, 70, 20), ("gru", {}, 70, 20),
+    ("rnn", {}, 70, 20), ("lstm", {}, 70, 20), ("gru", {}, 70, 20), ("gru", {}, 70, 32),
     ("lstm", {"proj_size": 5}, 32, 40)])
 def test_fused_built_for_avx2_matches_torch_nn(fused_built_for_avx2, kind, options, hidden,
                                                batch):
     # Built without AVX-512, the kernels run their products on BLAS, oneDNN or a kernel of
     # their own for AVX2 (blocks of 6 rows by 16 columns), and transpose the gate gradients in
     # 8 x 8 register tiles. On two threads 70 units are split (35 each) and the batch of 20 is
-    # transposed in whole tiles and a remainder; with a projection each thread has 20 of the 40
-    # rows, its tiles from row 20.
+    # transposed in whole tiles and a remainder (a batch of 32, in tiles written with streamed
+    # stores); with a projection each thread has 20 of the 40 rows, its tiles from row 20.
     assert fused_built_for_avx2.kernel_ways() == ["blas", "avx2"]
     impl = implementation("fused")
     row = (Config(kind, 6, hidden, num_layers=2, bidirectional=True, **options), batch, 7, True)

@@ -674,7 +674,7 @@ std::vector<std::string> step_choices_made() {
 // How a transpose writes its result: through the caches, for a reader soon after, or streamed
 // to memory past them (non-temporal stores), for one that reads it only after much other work:
 // no read of each line before it is written, and what the writer reads next stays in cache. (The
-// backward's gate gradients of all steps, 25 MB for an LSTM at T=50 B=64 H=512, are read only by
+// backward's gate gradients of all steps, 25 MiB for an LSTM at T=50 B=64 H=512, are read only by
 // the products after the loop.)
 enum class Writes { kCached, kStreamed };
 

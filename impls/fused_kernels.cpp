@@ -678,9 +678,19 @@ std::vector<std::string> step_choices_made() {
 // the products after the loop.)
 enum class Writes { kCached, kStreamed };
 
-#ifdef __AVX512F__
-constexpr uintptr_t kStreamAlignment = 64;  // bytes: a vector, which a streamed store needs
+// Bytes a tile's rows start at a multiple of to be streamed: a whole line of memory, so that no
+// line is left half written by one tile for another to finish.
+constexpr uintptr_t kStreamAlignment = 64;
 
+// Orders this thread's streamed writes before whatever it writes next, such as its arrival at a
+// barrier: they are weakly ordered, and other threads may read them after it.
+RNNBENCH_INLINE void fence_streamed_writes() {
+#ifdef __AVX2__
+  _mm_sfence();
+#endif
+}
+
+#ifdef __AVX512F__
 template <Writes W>
 RNNBENCH_INLINE void store_row(float* p, __m512 v) {
   if constexpr (W == Writes::kStreamed) {
@@ -720,8 +730,6 @@ RNNBENCH_INLINE void transpose_tile(float* dst, int64_t ldd, const float* src, i
   }
 }
 #elif defined(__AVX2__)
-constexpr uintptr_t kStreamAlignment = 32;
-
 template <Writes W>
 RNNBENCH_INLINE void store_row(float* p, __m256 v) {
   if constexpr (W == Writes::kStreamed) {
@@ -753,11 +761,12 @@ RNNBENCH_INLINE void transpose_8x8(float* dst, int64_t ldd, const float* src, in
   }
 }
 
-// dst (16, 16) = src (16, 16)^T as four 8 x 8 transposes.
+// dst (16, 16) = src (16, 16)^T as four 8 x 8 transposes, both halves of a row of dst one after
+// the other (streamed, a line is then written whole at once).
 template <Writes W>
 RNNBENCH_INLINE void transpose_tile(float* dst, int64_t ldd, const float* src, int64_t lds) {
-  for (int i = 0; i < 16; i += 8) {
-    for (int j = 0; j < 16; j += 8) {
+  for (int j = 0; j < 16; j += 8) {
+    for (int i = 0; i < 16; i += 8) {
       transpose_8x8<W>(dst + j * ldd + i, ldd, src + i * lds + j, lds);
     }
   }
@@ -766,9 +775,9 @@ RNNBENCH_INLINE void transpose_tile(float* dst, int64_t ldd, const float* src, i
 
 // dst (cols, rows), its rows ld apart, = src (rows, cols)^T, src's rows lds apart. In tiles of
 // 16 x 16 (in registers where AVX2 or AVX-512 is built), so that every line of memory read or
-// written is read or written whole. Streamed `writes` are streamed where a tile's rows are
-// aligned as the stores need (the rest go through the caches), and fenced before returning: they
-// are weakly ordered, and another thread may read them next.
+// written is read or written whole. Streamed `writes` are streamed where a tile's rows start on
+// whole lines (the rest go through the caches); fence_streamed_writes before another thread
+// reads them.
 template <typename T>
 void transpose_into(T* __restrict__ dst, int64_t ld, const T* __restrict__ src, int64_t lds,
                     int64_t rows, int64_t cols, Writes writes = Writes::kCached) {
@@ -790,15 +799,14 @@ void transpose_into(T* __restrict__ dst, int64_t ld, const T* __restrict__ src, 
           continue;
         }
       }
+#else
+      (void)writes;
 #endif
       for (int64_t c = c0; c < c1; ++c) {
         for (int64_t r = r0; r < r1; ++r) dst[c * ld + r] = src[r * lds + c];
       }
     }
   }
-#ifdef __AVX2__
-  if (writes == Writes::kStreamed) _mm_sfence();
-#endif
 }
 
 // The transpose of row-major `m` (rows, cols), as a view of a new row-major (cols, rows) matrix:
@@ -1538,8 +1546,8 @@ std::vector<Tensor> backward(const std::string& family_name, const Tensor& grad_
   // the input gradient as its transpose) and the bias gradients are sums along their rows.
   // Each step's are written row-major first, for the step's own product, into one of two
   // buffers taken in turn: a thread may start the next step's gate pass while another still
-  // multiplies this step's. The loop transposes them while they are in cache and streams the
-  // transposes to memory: nothing reads them before the loop ends. (Read as a transposed view
+  // multiplies this step's. The loop transposes them while they are in cache, streaming whole
+  // tiles to memory: nothing reads them before the loop ends. (Read as a transposed view
   // instead, oneDNN copied the other operand transposed for each weight gradient, and autograd
   // copied the gradient into the weight's layout.) A GRU keeps the input- and hidden-side
   // gradients apart; its step product reads the hidden side's.
@@ -1644,6 +1652,7 @@ std::vector<Tensor> backward(const std::string& family_name, const Tensor& grad_
                              Writes::kStreamed);
             }
           }
+          fence_streamed_writes();
           share.sync();
           // dL/dh_{t-1} through W_hh; a GRU's direct part z * dL/dh_t is already in d0. None
           // for h0 when no state was given: zeros need no gradient.

@@ -163,8 +163,8 @@ def test_fused_hidden_units_split_between_threads_matches_torch_nn(kind, options
 def test_fused_gate_gradients_streamed_to_memory_match_torch_nn(kind, h0):
     # A batch of 32 over 7 steps on two threads: the tiles of the transposed gate gradients
     # start on whole cache lines, which the backward writes with streamed stores (with a batch
-    # of 20 they do not, and go through the caches). 33 units: each thread has whole tiles and
-    # a remainder.
+    # of 20 they do not, and go through the caches). 33 units split 17 and 16: one thread's
+    # last unit is a remainder past its whole tile.
     impl = implementation("fused")
     row = (Config(kind, 6, 33, bidirectional=True), 32, 7, h0)
     with pinned_threads(2):

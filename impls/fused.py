@@ -23,9 +23,10 @@ What makes it fast (measured against torch.nn on CPU, see docs/performance.md):
   products (the LSTM's at T=25 B=1 H=128 on one thread went from 105 to 81 us on a Zen 5 EPYC,
   its input projection on the AVX-512 kernel);
 - backward is hand-written (a custom autograd.Function): one small GEMM per step, the gate
-  gradients kept transposed, then the weight, bias and input gradients each as one GEMM (or
-  sum) over all time steps, the weight gradients in their weights' layout (at T=50 B=64 H=512
-  the LSTM's forward+backward went from 1.13x to 1.14-1.19x torch.nn's on a Zen 5 EPYC).
+  gradients kept transposed (streamed past the caches: read only after the loop), then the
+  weight, bias and input gradients each as one GEMM (or sum) over all time steps, the weight
+  gradients in their weights' layout (at T=50 B=64 H=512 the LSTM's forward+backward went from
+  1.13x to 1.14-1.19x torch.nn's on a Zen 5 EPYC); none for h0 when no state was given.
 
 The kernel is built with torch.utils.cpp_extension on first use (half a minute) into torch's
 extension cache (TORCH_EXTENSIONS_DIR, default ~/.cache/torch_extensions) and reused after that,

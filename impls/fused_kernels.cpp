@@ -894,7 +894,12 @@ constexpr int64_t kRowsPerTask = 64;
 
 // a @ b on our own `kernel`, reading b as it lies and a's rows wherever they start (a view of
 // some columns of a matrix will do). A large product is shared out between torch's threads a
-// block of rows at a time.
+// block of rows at a time, and each block is taken a depth (kDepth of the inner dimension) at a
+// time across all of b's columns, so that the block's slice of a (64 KiB) stays in L2 while b's
+// panels pass. Each panel across the whole depth instead read the block's rows of a (800 KiB for
+// a weight gradient at T=50 B=64 H=512, more than L2 keeps beside b's stream) back from L3 for
+// every panel: on a Zen 5 EPYC that product ran at 468 GFLOP/s instead of 490. (The step
+// products there measured no difference either way, and keep the panel outside.)
 Tensor own_sequence_product(Product kernel, const Tensor& a, const Tensor& b) {
   // sequence_product offers the kernel only these; a way that fell back to another library
   // here would pass every test of it on its numbers alone.
@@ -911,9 +916,12 @@ Tensor own_sequence_product(Product kernel, const Tensor& a, const Tensor& b) {
   at::parallel_for(0, tasks, large ? 1 : tasks, [&](int64_t begin, int64_t end) {
     for (int64_t task = begin; task < end; ++task) {
       const int64_t r0 = task * kRowsPerTask;
-      own_product(kernel, outp + r0 * cols, ap + r0 * a.stride(0), a.stride(0), bp,
-                  std::min(kRowsPerTask, rows - r0), inner, cols, panel_width(kernel), cols,
-                  /*direct=*/true, /*accumulate=*/false);
+      for (int64_t k0 = 0; k0 < inner; k0 += kDepth) {
+        own_product(kernel, outp + r0 * cols, ap + r0 * a.stride(0) + k0, a.stride(0),
+                    bp + k0 * cols, std::min(kRowsPerTask, rows - r0),
+                    std::min(kDepth, inner - k0), cols, panel_width(kernel), cols,
+                    /*direct=*/true, /*accumulate=*/k0 > 0);
+      }
     }
   });
   return out;

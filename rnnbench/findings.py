@@ -149,13 +149,15 @@ class FindingGroup:
         return list(dict.fromkeys(r.kind for r in self.results))
 
     @property
-    def rank(self) -> tuple:
+    def rank(self) -> tuple[int, int, int]:
+        """Where the group's cause stands, most fundamental first (`_check_rank` of its example,
+        before it a constructor that raises, after it checks that did not run)."""
         messages = [r.message or "" for r in self.results]
         if any(_CANNOT_CONSTRUCT.match(m) for m in messages):
-            return (-1, 0, 0, -self.count)
+            return (-1, 0, 0)
         if all(m.startswith("not run:") for m in messages):  # a consequence of other findings
-            return (3, 0, 0, -self.count)
-        return (*_check_rank(self.example.check), -self.count)
+            return (3, 0, 0)
+        return _check_rank(self.example.check)
 
 
 def strip_addresses(message: str) -> str:
@@ -172,14 +174,20 @@ def cause_of(result) -> str:
 
 
 def group_failures(results: Iterable) -> list[FindingGroup]:
-    """The failed and errored results grouped by root cause, most fundamental first."""
+    """The failed and errored results grouped by root cause, most fundamental first: by `rank`,
+    then, within one check, the group met on the earlier case (in run order: a kind's cases
+    come plainest first, so a batched sequence's failure before an unbatched one's), then the
+    group that explains more checks."""
     groups: dict[str, list] = {}
-    for result in results:
+    position: dict[int, int] = {}
+    for index, result in enumerate(results):
         if result.outcome in ("failed", "error"):
             groups.setdefault(cause_of(result), []).append(result)
+            position[id(result)] = index
     found = [FindingGroup(cause, members[0].diagnosis or None, tuple(members))
              for cause, members in groups.items()]
-    return sorted(found, key=lambda group: group.rank)
+    return sorted(found, key=lambda group: (group.rank, position[id(group.example)],
+                                            -group.count))
 
 
 def _check_rank(check_id: str) -> tuple[int, int, int]:

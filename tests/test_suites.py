@@ -590,6 +590,20 @@ def test_messages_keep_the_chained_cause_and_drop_object_addresses():
     assert text == "RuntimeError: step failed in <object object> (caused by KeyError: 'key')"
 
 
+def test_findings_come_by_check_then_by_the_case_they_are_first_met_on_then_by_count():
+    from rnnbench.findings import group_failures
+    from rnnbench.suites.results import CheckResult
+
+    def failed(check, case, message):
+        return CheckResult(f"{check}/{case}", check, "lstm", case, "failed", message)
+
+    results = [failed("parameters", "single-layer", "names differ"),
+               failed("shapes", "single-layer", "forward raised on batched input"),
+               *[failed("shapes", "unbatched", "forward raised on unbatched input")] * 3]
+    assert [group.cause for group in group_failures(results)] == [
+        "forward raised on batched input", "forward raised on unbatched input", "names differ"]
+
+
 def test_fuzzing_finds_a_bug_outside_the_case_tables_and_prints_a_rerun(tmp_path, capsys):
     (tmp_path / "deep.py").write_text(textwrap.dedent("""
         import torch

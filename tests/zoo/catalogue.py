@@ -200,4 +200,9 @@ REAL_CODE = [
     RealCode(f"{REAL}:PerGateGRUCell", "gru_cell", "param_names", NO, NO,
              dict.fromkeys(("no_bias", "factory_kwargs", "optional_state"), "signature")),
     RealCode(f"{REAL}:ZeroDivisionRNN", "rnn", "wrong_exception_type", YES, NO, {}),
+    # The full list: in the quick one the batched crash also explains more checks.
+    RealCode(f"{REAL}:GateTripletLSTM", "lstm",
+             "forward raised RuntimeError: The size of tensor a", NO, NO,
+             dict.fromkeys(("num_layers", "bidirectional", "no_bias", "proj_size",
+                            "factory_kwargs", "dropout"), "signature"), quick=False),
 ]

@@ -20,6 +20,10 @@ catalogue.py (REAL_CODE).
 - `PerGateGRUCell`: one nn.Linear per gate and side, numbered (`fc1` to `fc6`): no rule can
   tell which is which.
 - `ZeroDivisionRNN`: hidden_size=0 raises ZeroDivisionError while computing the init bound.
+- `GateTripletLSTM`: one (U, V, b) per gate named by its letter, in a hand-written loop that
+  reads the input batch-first whatever `batch_first` says, sizes the omitted state by
+  input_size and keeps 2-D states; the batched sequence's crash must come before the unbatched
+  one's, which explains more checks.
 """
 from __future__ import annotations
 
@@ -212,3 +216,41 @@ class BatchOfOneAndReversedRNN(nn.RNN):
             raise ValueError("expected a batch of sequences, got one sequence")
         time = 1 if self.batch_first and input.dim() == 3 else 0
         return super().forward(input.flip(time), hx)
+
+
+class GateTripletLSTM(nn.Module):
+    """h @ V + x @ U + b per gate (f, i, o, and c for the candidate), the blog-tutorial way."""
+
+    def __init__(self, input_size, hidden_size, batch_first=False):
+        super().__init__()
+        for gate in "fioc":
+            setattr(self, f"U_{gate}", nn.Parameter(torch.empty(input_size, hidden_size)))
+            setattr(self, f"V_{gate}", nn.Parameter(torch.empty(hidden_size, hidden_size)))
+            setattr(self, f"b_{gate}", nn.Parameter(torch.empty(hidden_size)))
+        self.input_size, self.hidden_size, self.batch_first = input_size, hidden_size, batch_first
+        bound = 1 / math.sqrt(hidden_size)
+        with torch.no_grad():
+            for weight in self.parameters():
+                weight.uniform_(-bound, bound)
+
+    def gate(self, name, x, h):
+        return x @ getattr(self, f"U_{name}") + h @ getattr(self, f"V_{name}") + getattr(
+            self, f"b_{name}")
+
+    def forward(self, x, init_states=None):
+        batch, steps, _ = x.shape  # batch-first, batch_first or not
+        if init_states is None:
+            h, c = torch.zeros(batch, self.input_size), torch.zeros(batch, self.input_size)
+        else:
+            h, c = init_states
+        outputs = []
+        for t in range(steps):
+            x_t = x[:, t, :]
+            f, i, o = (torch.sigmoid(self.gate(name, x_t, h)) for name in "fio")
+            c = f * c + i * torch.tanh(self.gate("c", x_t, h))
+            h = o * torch.tanh(c)
+            outputs.append(h.unsqueeze(0))
+        output = torch.cat(outputs)
+        if self.batch_first:
+            output = output.permute(1, 0, 2).contiguous()
+        return output, (h, c)

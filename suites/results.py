@@ -108,13 +108,27 @@ def undeclared_features(results: Iterable) -> dict[str, str]:
     return found
 
 
+def unmatched(result) -> bool:
+    """Whether a check failed only because the module's parameters could not be matched to the
+    spec's: it could not run, so it says nothing of the function the module computes."""
+    return result.outcome == "failed" and (result.numbers or {}).get("parameters_matched") is False
+
+
+UNMATCHED = ("its parameters could not be matched to the spec's, so its function was not "
+             "checked: --param-map KEY=NAME,... says which is which")
+
+
 def judge(results: Iterable, interrupted: bool = False) -> dict[str, Verdict]:
     """Each level's Verdict on a run's results (`CheckResult`s, or anything with their
-    attributes); known failures (xfail) are not failures."""
+    attributes); known failures (xfail) are not failures. At the numerics level a check whose
+    module's parameters could not be matched (`unmatched`) counts as not run: a right function
+    behind names no rule can read is not a wrong one; the drop-in level fails on it."""
     results = list(results)
+    unread = [r for r in results if r.category in NUMERIC_CATEGORIES and unmatched(r)]
     verdicts = {}
     for level in LEVELS:
-        mine = [r for r in results if level == "drop-in" or r.category in NUMERIC_CATEGORIES]
+        mine = [r for r in results if level == "drop-in"
+                or (r.category in NUMERIC_CATEGORIES and not unmatched(r))]
         failing = [r for r in mine if r.outcome in ("failed", "error") and not cut_short(r)]
         reasons = [group.sentence + (f" [{group.diagnosis}]" if group.diagnosis else "")
                    for group in group_failures(failing)]
@@ -130,20 +144,24 @@ def judge(results: Iterable, interrupted: bool = False) -> dict[str, Verdict]:
             reasons = [f"{cut} checks did not finish" if cut else "the run was interrupted"]
         else:
             state = "conforms" if passed else "not checked"
+            if not passed and level == "numerics" and unread:
+                reasons = [UNMATCHED]
         verdicts[level] = Verdict(level, state, tuple(reasons), passed)
     return verdicts
 
 
 def summary_phrase(verdicts: dict[str, Verdict]) -> str:
     """Both levels in a few words, for tables: "conforms", "computes the function, not a
-    drop-in", "DOES NOT CONFORM", "INCOMPLETE" or "not checked"."""
+    drop-in", "not a drop-in, function not checked", "DOES NOT CONFORM", "INCOMPLETE" or "not
+    checked"."""
     numerics, drop_in = verdicts["numerics"].state, verdicts["drop-in"].state
     if "does not conform" == numerics:
         return "DOES NOT CONFORM"
     if "incomplete" in (numerics, drop_in):
         return "INCOMPLETE" if drop_in != "does not conform" else "computes the function so far, not a drop-in"
     if drop_in == "does not conform":
-        return "computes the function, not a drop-in"
+        return ("computes the function, not a drop-in" if numerics == "conforms"
+                else "not a drop-in, function not checked")
     return "conforms" if drop_in == "conforms" else "not checked"
 
 

@@ -130,7 +130,7 @@ class Subject:
                           f"{', '.join(f'{k} {s}' for k, s in shapes.items())}; the spec's "
                           f"names: {', '.join(spec_shapes(cfg))}; NAME.T: stored transposed; "
                           "several keys given one name are stacked in the order given)",
-                          "param_names") from None
+                          "param_names", parameters_matched=False) from None
         if spec.config_of is not None:
             cfg = spec.config_of(cfg, {name: shapes[pieces[0].key]
                                        for name, pieces in pmap.entries.items() if len(pieces) == 1})

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from rnnbench.cli import main
-from rnnbench.suites.results import CheckResult, ConformanceRun, judge
+from rnnbench.suites.results import CheckResult, ConformanceRun, judge, summary_phrase
 from rnnbench.suites.text import rerun_command
 
 ZOO = "tests/zoo"
@@ -31,6 +31,19 @@ def test_a_names_only_failure_keeps_the_numerics_level():
 def test_a_numeric_failure_fails_both_levels():
     results = [result("forward/a", "failed"), result("parameters/a", "passed", "construction")]
     assert states(results) == {"numerics": "does not conform", "drop-in": "does not conform"}
+
+
+def test_parameters_no_rule_can_match_leave_the_function_not_checked_never_wrong():
+    unmatched = [result("forward/a", "failed", parameters_matched=False),
+                 result("shapes/a", "failed", "shapes", parameters_matched=False)]
+    verdicts = judge(unmatched)
+    assert states(unmatched) == {"numerics": "not checked", "drop-in": "does not conform"}
+    assert "--param-map" in verdicts["numerics"].reasons[0]
+    assert summary_phrase(verdicts) == "not a drop-in, function not checked"
+    assert ConformanceRun("t", results=unmatched, require="numerics").exit_code == 1
+    # Where the parameters could be read, what the checks found stands.
+    assert states(unmatched + [result("forward/b", "failed")])["numerics"] == "does not conform"
+    assert states(unmatched + [result("forward/b", "passed")])["numerics"] == "conforms"
 
 
 @pytest.mark.parametrize("source, drop_in", [("declared", "conforms"),

@@ -18,7 +18,10 @@ catalogue.py (REAL_CODE).
 - `Bfloat16KeyErrorGRUCell`: looks its gate activations up in a table keyed by dtype that lacks
   bfloat16, and computes float64 in float32.
 - `PerGateGRUCell`: one nn.Linear per gate and side, numbered (`fc1` to `fc6`): no rule can
-  tell which is which.
+  tell which is which, so its (right) function is not checked, never called wrong.
+- `SplitLinearGRUCell`: torch.nn's GRU from four nn.Linear, the update and reset gates stacked
+  in one of them in the other order: no map of whole parameters reads it, and its function is
+  not checked either.
 - `ZeroDivisionRNN`: hidden_size=0 raises ZeroDivisionError while computing the init bound.
 - `GateTripletLSTM`: one (U, V, b) per gate named by its letter, in a hand-written loop that
   reads the input batch-first whatever `batch_first` says, sizes the omitted state by
@@ -199,6 +202,29 @@ class PerGateGRUCell(nn.Module):
         z = torch.sigmoid(self.fc3(x) + self.fc4(h))
         n = torch.tanh(self.fc5(x) + r * self.fc6(h))
         return (1 - z) * n + z * h
+
+
+class SplitLinearGRUCell(nn.Module):
+    """torch.nn's GRU maths: x2h and h2h give (z, r), x2c and h2c the candidate."""
+
+    def __init__(self, input_size, hidden_size, bias=True):
+        super().__init__()
+        self.input_size, self.hidden_size = input_size, hidden_size
+        self.x2h = nn.Linear(input_size, 2 * hidden_size, bias=bias)
+        self.h2h = nn.Linear(hidden_size, 2 * hidden_size, bias=bias)
+        self.x2c = nn.Linear(input_size, hidden_size, bias=bias)
+        self.h2c = nn.Linear(hidden_size, hidden_size, bias=bias)
+        bound = 1 / math.sqrt(hidden_size)
+        with torch.no_grad():
+            for weight in self.parameters():
+                weight.uniform_(-bound, bound)
+
+    def forward(self, input, hx=None):
+        if hx is None:
+            hx = input.new_zeros(input.size(0), self.hidden_size)
+        z, r = torch.sigmoid(self.x2h(input) + self.h2h(hx)).chunk(2, -1)
+        candidate = torch.tanh(self.x2c(input) + r * self.h2c(hx))
+        return z * hx + (1 - z) * candidate
 
 
 class ZeroDivisionRNN(nn.RNN):

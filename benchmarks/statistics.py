@@ -84,9 +84,10 @@ def speedup(pairs: Sequence[tuple[BenchResult, BenchResult]], *, busy: bool = Fa
     """The speed-up of each pair's result over its baseline (`(baseline, result)`, the same
     workload and metric), summed up: the geometric mean of their `vs_native`, its interval
     from the raw samples (`ratio_interval`; a single result without samples keeps the
-    interval its document states) and the verdict, "not_judged" when `busy`, when either side
-    of a pair has bimodal samples or when a document already said so (a busy machine, unless
-    the samples say bimodal). None when a pair has no speed-up (`vs_native` is None), or there
+    interval its document states) and the verdict, "not_judged" when `busy`, when a pair is
+    bimodal (`bimodal_pair`: its round-by-round ratios where timed in rounds, else either side's
+    samples) or when a document already said so (a busy machine, unless the samples say
+    bimodal). None when a pair has no speed-up (`vs_native` is None), or there
     are no pairs."""
     ratios = [vs_native(result, baseline) for baseline, result in pairs]
     if not ratios or None in ratios:

@@ -133,6 +133,8 @@ def _summary(results: Results) -> Section:
             speed, notes, order = _speed_summary(results, impl, run, table)
             if "DOES NOT CONFORM" in verdict and speed and impl != BASELINE:
                 notes.insert(0, "fails the conformance suite")
+            elif "function not checked" in verdict and speed and impl != BASELINE:
+                notes.insert(0, "its function was not checked")
             rows.append((-order, [impl, verdict, speed, "; ".join(notes)]))
         rows.sort(key=lambda row: row[0])
         heading = "Who conforms, who is fastest" if run else "Who conforms"

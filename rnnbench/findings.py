@@ -175,19 +175,17 @@ def cause_of(result) -> str:
 
 def group_failures(results: Iterable) -> list[FindingGroup]:
     """The failed and errored results grouped by root cause, most fundamental first: by `rank`,
-    then, within one check, the group met on the earlier case (in run order: a kind's cases
-    come plainest first, so a batched sequence's failure before an unbatched one's), then the
-    group that explains more checks."""
+    then, within one check, the group met first in the run (a kind's cases run plainest first,
+    so a batched sequence's failure comes before an unbatched one's; kinds run in turn)."""
     groups: dict[str, list] = {}
     position: dict[int, int] = {}
     for index, result in enumerate(results):
         if result.outcome in ("failed", "error"):
             groups.setdefault(cause_of(result), []).append(result)
-            position[id(result)] = index
+            position.setdefault(id(result), index)
     found = [FindingGroup(cause, members[0].diagnosis or None, tuple(members))
              for cause, members in groups.items()]
-    return sorted(found, key=lambda group: (group.rank, position[id(group.example)],
-                                            -group.count))
+    return sorted(found, key=lambda group: (group.rank, position[id(group.example)]))
 
 
 def _check_rank(check_id: str) -> tuple[int, int, int]:

@@ -111,18 +111,20 @@ def undeclared_features(results: Iterable) -> dict[str, str]:
 def unmatched(result) -> bool:
     """Whether a check failed only because the module's parameters could not be matched to the
     spec's: it could not run, so it says nothing of the function the module computes."""
-    return result.outcome == "failed" and (result.numbers or {}).get("parameters_matched") is False
+    return result.outcome == "failed" and result.numbers.get("parameters_matched") is False
 
 
 UNMATCHED = ("its parameters could not be matched to the spec's, so its function was not "
-             "checked: --param-map KEY=NAME,... says which is which")
+             "checked: --param-map KEY=NAME,... says which is which where whole parameters map")
 
 
 def judge(results: Iterable, interrupted: bool = False) -> dict[str, Verdict]:
     """Each level's Verdict on a run's results (`CheckResult`s, or anything with their
-    attributes); known failures (xfail) are not failures. At the numerics level a check whose
-    module's parameters could not be matched (`unmatched`) counts as not run: a right function
-    behind names no rule can read is not a wrong one; the drop-in level fails on it."""
+    attributes); known failures (xfail) are not failures. A check whose module's parameters
+    could not be matched (`unmatched`) is no finding at the numerics level (a right function
+    behind names no rule can read is not a wrong one), but the level is then "not checked",
+    whatever else passed or did not finish: the checks that ran without the parameters prove
+    nothing of the function. The drop-in level fails on it."""
     results = list(results)
     unread = [r for r in results if r.category in NUMERIC_CATEGORIES and unmatched(r)]
     verdicts = {}
@@ -139,13 +141,13 @@ def judge(results: Iterable, interrupted: bool = False) -> dict[str, Verdict]:
         passed = sum(r.outcome in ("passed", "xpass") for r in mine)
         if reasons:
             state = "does not conform"
+        elif level == "numerics" and unread:
+            state, reasons = "not checked", [UNMATCHED]
         elif cut or interrupted:
             state = "incomplete"
             reasons = [f"{cut} checks did not finish" if cut else "the run was interrupted"]
         else:
             state = "conforms" if passed else "not checked"
-            if not passed and level == "numerics" and unread:
-                reasons = [UNMATCHED]
         verdicts[level] = Verdict(level, state, tuple(reasons), passed)
     return verdicts
 
@@ -157,8 +159,10 @@ def summary_phrase(verdicts: dict[str, Verdict]) -> str:
     numerics, drop_in = verdicts["numerics"].state, verdicts["drop-in"].state
     if "does not conform" == numerics:
         return "DOES NOT CONFORM"
-    if "incomplete" in (numerics, drop_in):
-        return "INCOMPLETE" if drop_in != "does not conform" else "computes the function so far, not a drop-in"
+    if "incomplete" in (numerics, drop_in) and drop_in != "does not conform":
+        return "INCOMPLETE"
+    if numerics == "incomplete" and verdicts["numerics"].passed:
+        return "computes the function so far, not a drop-in"
     if drop_in == "does not conform":
         return ("computes the function, not a drop-in" if numerics == "conforms"
                 else "not a drop-in, function not checked")
@@ -219,10 +223,12 @@ class ConformanceRun:
     @property
     def exit_code(self) -> int:
         """0 when the required level conforms (or, for a selection of checks, nothing at it ran),
-        1 when it does not conform (or nothing at it ran at all), 3 when it is incomplete."""
-        state = self.verdicts[self.require].state
+        1 when it does not conform (or nothing at it ran at all, or something stopped its checks:
+        parameters that could not be matched), 3 when it is incomplete."""
+        verdict = self.verdicts[self.require]
+        state = verdict.state
         if state == "not checked":
-            return 0 if self.checks or self.fuzz or self.case else 1
+            return 0 if (self.checks or self.fuzz or self.case) and not verdict.reasons else 1
         return {"conforms": 0, "does not conform": 1, "incomplete": 3}[state]
 
     @property

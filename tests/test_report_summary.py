@@ -117,6 +117,22 @@ def test_verdict_and_headline_per_implementation(report):
     assert row(rows, "eager")[3] == "1 of 2 timings noisy"
 
 
+def test_a_speed_up_whose_function_could_not_be_checked_says_so(tmp_path):
+    root = fixtures(tmp_path)
+    path = root / "cpu-box-new" / "conformance-fused.json"
+    doc = json.loads(path.read_text())
+    for result in doc["results"]:   # its names read by no rule: no numeric check could run
+        if result["category"] in ("forward", "gradients") and result["outcome"] == "failed":
+            result.update(diagnosis="param_names", numbers={"parameters_matched": False},
+                          message="cannot match the module's parameters to torch.nn's")
+    path.write_text(json.dumps(doc))
+    fused = row(table(render(tmp_path, root)["html"], f"Who conforms, who is fastest: {CPU_NEW}"),
+                "fused")
+    assert fused[1].startswith("not a drop-in, function not checked")
+    assert "its function was not checked" in fused[3]
+    assert "fails the conformance suite" not in fused[3]
+
+
 def test_a_quick_conformance_run_says_so(report):
     rows = table(report["html"], f"Who conforms, who is fastest: {CPU_OLD}")
     assert row(rows, "eager")[1] == "conforms, quick case list (2 checks)"

@@ -590,7 +590,7 @@ def test_messages_keep_the_chained_cause_and_drop_object_addresses():
     assert text == "RuntimeError: step failed in <object object> (caused by KeyError: 'key')"
 
 
-def test_findings_come_by_check_then_by_the_case_they_are_first_met_on_then_by_count():
+def test_findings_come_by_check_then_by_the_case_they_are_first_met_on():
     from rnnbench.findings import group_failures
     from rnnbench.suites.results import CheckResult
 
@@ -599,7 +599,8 @@ def test_findings_come_by_check_then_by_the_case_they_are_first_met_on_then_by_c
 
     results = [failed("parameters", "single-layer", "names differ"),
                failed("shapes", "single-layer", "forward raised on batched input"),
-               *[failed("shapes", "unbatched", "forward raised on unbatched input")] * 3]
+               *(failed("shapes", case, "forward raised on unbatched input")
+                 for case in ("unbatched", "unbatched-h0-omitted", "unbatched-batch-first"))]
     assert [group.cause for group in group_failures(results)] == [
         "forward raised on batched input", "forward raised on unbatched input", "names differ"]
 

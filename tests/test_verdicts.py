@@ -40,10 +40,15 @@ def test_parameters_no_rule_can_match_leave_the_function_not_checked_never_wrong
     assert states(unmatched) == {"numerics": "not checked", "drop-in": "does not conform"}
     assert "--param-map" in verdicts["numerics"].reasons[0]
     assert summary_phrase(verdicts) == "not a drop-in, function not checked"
-    assert ConformanceRun("t", results=unmatched, require="numerics").exit_code == 1
-    # Where the parameters could be read, what the checks found stands.
+    for selection in ({}, {"checks": "forward"}):
+        assert ConformanceRun("t", results=unmatched, require="numerics",
+                              **selection).exit_code == 1
+    # A failure where the parameters could be read stands; passes there prove nothing of the
+    # checks that could not run, nor does a check that did not finish.
     assert states(unmatched + [result("forward/b", "failed")])["numerics"] == "does not conform"
-    assert states(unmatched + [result("forward/b", "passed")])["numerics"] == "conforms"
+    for other in (result("forward/b", "passed"),
+                  result("forward/b", "error", message="the process timed out", incomplete=True)):
+        assert states(unmatched + [other])["numerics"] == "not checked"
 
 
 @pytest.mark.parametrize("source, drop_in", [("declared", "conforms"),

@@ -47,6 +47,8 @@ PLANTED = [
     Planted(f"{ZOO}/math_bugs.py:NonlinearitySwapped", "rnn", "wrong_nonlinearity", "relu when tanh is asked for and vice versa"),
     Planted(f"{ZOO}/math_bugs.py:LSTMGatesIFOG", "lstm", "lstm_gate_order", "LSTM gates read as i, f, o, g"),
     Planted(f"{ZOO}/math_bugs.py:LSTMCellGatesIGFO", "lstm_cell", "lstm_gate_order", "LSTM cell gates read as i, g, f, o"),
+    Planted(f"{ZOO}/math_bugs.py:LSTMForgetBias", "lstm", "lstm_forget_bias", "1.0 added to the forget gate, as TensorFlow does"),
+    Planted(f"{ZOO}/math_bugs.py:LSTMTensorFlowPort", "lstm", "lstm_tensorflow_gates", "TensorFlow's i, j, f, o blocks and forget_bias 1.0"),
     Planted(f"{ZOO}/math_bugs.py:GRUGatesZRN", "gru", "gru_gate_order", "GRU gates read as z, r, n"),
     Planted(f"{ZOO}/math_bugs.py:GRUCho", "gru", "gru_cho_reset", "Cho-2014 candidate: W_hn (r * h) + b_hn"),
     Planted(f"{ZOO}/math_bugs.py:GRUCellSwappedZ", "gru_cell", "gru_swapped_z", "h' = z * n + (1 - z) * h"),

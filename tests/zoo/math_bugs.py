@@ -32,6 +32,18 @@ class LSTMCellGatesIGFO(LSTMCell):
     gate_order = ("i", "g", "f", "o")
 
 
+class LSTMForgetBias(LSTM):
+    def split(self, gates):
+        blocks = super().split(gates)
+        return {**blocks, "f": blocks["f"] + 1.0}  # TensorFlow's forget_bias, kept in a port
+
+
+class LSTMTensorFlowPort(LSTM):
+    def split(self, gates):
+        i, j, f, o = gates.chunk(4, dim=-1)  # TensorFlow's blocks: j is the candidate
+        return {"i": i, "g": j, "f": f + 1.0, "o": o}
+
+
 class GRUGatesZRN(GRU):
     gate_order = ("z", "r", "n")
 

@@ -8,8 +8,7 @@ applies exactly the suite's tolerance policy and diagnoses. It runs in the grad 
 the workload times `forward`), so compiled implementations build the graph the timing reuses.
 
 It runs without an initial state, as the timed calls do. The verdict is `conforms`: True, False (the numbers are wrong: the implementation is still
-timed, but its results never count as a speed-up), or None (not checked: a feature it declares
-unsupported, parameters no rule can match to the spec's, a check that stopped), with a one-line
+timed, but its results never count as a speed-up), or None (not checked), with a one-line
 `note` saying why not, or why not checked. A workload that wraps the module (an embedding, a
 classifier head) is checked on the recurrent module alone.
 """
@@ -45,7 +44,7 @@ def forward_conformance(impl: Implementation, workload: Workload, device: str = 
     from rnnbench.suites.cases import Case
     from rnnbench.suites.catalogue import suite_kind
     from rnnbench.suites.check_numerics import check_forward
-    from rnnbench.suites.results import Finding, NotSupported, parameters_unmatched
+    from rnnbench.suites.results import Finding, NotSupported
     from rnnbench.suites.subject import Subject
 
     cfg = workload.config
@@ -66,8 +65,6 @@ def forward_conformance(impl: Implementation, workload: Workload, device: str = 
             warnings.simplefilter("ignore")
             check_forward(Subject(impl, workload.kind, device, seed, suite), case, dtype)
     except Finding as finding:
-        if parameters_unmatched(finding.numbers):  # names no rule reads: not wrong, unknown
-            return Conformance(None, f"not checked: {finding.message}")
         return Conformance(False, finding.message + _diagnosis(finding.diagnosis))
     except NotSupported as exc:
         return Conformance(None, f"not checked: {exc}")

@@ -108,16 +108,10 @@ def undeclared_features(results: Iterable) -> dict[str, str]:
     return found
 
 
-def parameters_unmatched(numbers: dict) -> bool:
-    """Whether a finding's `numbers` say the module's parameters could not be matched to the
-    spec's (`Subject.layout`): the check could not run, so it says nothing of the function the
-    module computes."""
-    return numbers.get("parameters_matched") is False
-
-
 def unmatched(result) -> bool:
-    """Whether a check failed only because the module's parameters could not be matched."""
-    return result.outcome == "failed" and parameters_unmatched(result.numbers)
+    """Whether a check failed only because the module's parameters could not be matched to the
+    spec's: it could not run, so it says nothing of the function the module computes."""
+    return result.outcome == "failed" and result.numbers.get("parameters_matched") is False
 
 
 UNMATCHED = ("its parameters could not be matched to the spec's, so its function was not "

@@ -537,32 +537,6 @@ def test_a_peak_far_below_the_best_an_earlier_run_measured_here_is_a_busy_machin
     assert other["machine_check"]["busy"] is False     # another thread count: not comparable
 
 
-class NumberedLinearsRNN(nn.Module):
-    """torch.nn's Elman maths from two nn.Linear named fc1 and fc2: with input_size equal to
-    hidden_size no rule can tell which multiplies x."""
-
-    def __init__(self, input_size, hidden_size, *args, **kwargs):
-        super().__init__()
-        self.fc1, self.fc2 = nn.Linear(input_size, hidden_size), nn.Linear(hidden_size, hidden_size)
-
-    def forward(self, x, hx=None):
-        h = x.new_zeros(x.size(1), self.fc2.in_features) if hx is None else hx[0]
-        outputs = []
-        for x_t in x:
-            h = torch.tanh(self.fc1(x_t) + self.fc2(h))
-            outputs.append(h)
-        return torch.stack(outputs), h.unsqueeze(0)
-
-
-def test_parameters_no_rule_can_match_leave_the_numbers_not_checked_not_wrong():
-    square = tiny(config={**TINY["config"], "input_size": 4}, metrics=["forward"])
-    result = results_by(run_benchmarks([impl("fc", rnn=NumberedLinearsRNN)], [square], threads=1),
-                        "fc")
-    assert result["status"] == "ok" and result["conforms"] is None
-    assert result["conformance_note"].startswith(
-        "not checked: cannot match the module's parameters")
-
-
 def test_an_implicit_model_is_checked_against_its_reference_in_float64():
     from rnnbench.impls.implicit import IMPLEMENTATION
     w = workload_from_dict({"name": "imp", "config": {"kind": "implicit", "input_size": 2, "hidden_size": 4,

@@ -52,6 +52,8 @@ Textbook variants that differ from these conventions (the suites' diagnosis ids 
   [init_wrong_distribution].
 - Other gate orders [lstm_gate_order, gru_gate_order]: ONNX stacks LSTM gates i, o, f, c and GRU
   gates z, r, h.
+- TensorFlow's LSTM adds its forget_bias (1.0) to the forget gate's pre-activation in every step
+  [lstm_forget_bias], and stacks its gates i, j, f, o [lstm_tensorflow_gates: both].
 
 `forward` and `backward` validate their inputs and raise ValueError naming what is wrong.
 """

@@ -40,9 +40,8 @@ DIAGNOSES: dict[str, str] = {
     "lstm_gate_order": "LSTM gates not in torch's i,f,g,o order",
     "lstm_forget_bias": "1.0 added to the forget gate in every step (TensorFlow's forget_bias; "
                         "torch.nn adds no constant there)",
-    "lstm_tensorflow_gates": "TensorFlow's LSTM: gates in another order than torch's i,f,g,o "
-                             "(TensorFlow's i, j, f, o) and 1.0 added to the forget gate "
-                             "(its forget_bias)",
+    "lstm_tensorflow_gates": "TensorFlow's LSTM: gates in its i, j, f, o order, not torch's "
+                             "i,f,g,o, and 1.0 added to the forget gate (its forget_bias)",
     "gru_gate_order": "GRU gates not in torch's r,z,n order",
     "gru_cho_reset": "Cho-2014 GRU: reset gate applied before the hidden matmul",
     "gru_swapped_z": "GRU update uses z and 1-z swapped",

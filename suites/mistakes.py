@@ -7,7 +7,7 @@ reproduces. Most mistakes are expressed by changing what is fed to `rnnbench.ref
 - parameters: gate blocks permuted (wrong gate order), each square block transposed (W^T), the
   GRU's z rows negated (sigmoid(-a) = 1 - sigmoid(a), so this *is* swapping z and 1-z), a bias
   block zeroed (a single bias, or none), TensorFlow's forget_bias added to the LSTM's forget
-  block of b_ih (with the gates in any order);
+  block of b_ih (with torch's gate order or TensorFlow's);
 - the config: the other nonlinearity, batch_first off;
 - the inputs: the time axis flipped, the initial state dropped.
 
@@ -245,27 +245,27 @@ def _gate_orders(family: str):
 # `forget_bias`); torch.nn puts no constant there, so a port that keeps it computes another
 # function with the same parameters.
 TENSORFLOW_FORGET_BIAS = 1.0
+# torch's LSTM blocks i, f, g, o as TensorFlow's i, j (the candidate), f, o read them.
+TORCH_ORDER, TENSORFLOW_ORDER = (0, 1, 2, 3), (0, 2, 1, 3)
 
 
-def _forget_bias(reordered: bool):
-    """TensorFlow's forget_bias added to the forget gate, the gates in torch's order or (for
-    `reordered`) in any other: a port that also kept TensorFlow's i, j, f, o blocks."""
+def _forget_bias(order: tuple[int, ...]):
+    """TensorFlow's forget_bias added to the forget gate, the gate blocks read in `order` (as
+    `_gate_orders` permutes them): torch's, or TensorFlow's i, j, f, o for a port that kept
+    both. Configs without a bias are not tried: no parameter can carry the constant."""
     def candidates(cfg, params, x, hx) -> Iterator[Pieces]:
         names = blocks(cfg)
         if cfg.family != "lstm" or INPUT_BIAS not in {names[name] for name in params}:
-            return  # without a bias no parameter can carry the constant
+            return
         count, forget = len(cfg.gates), cfg.gates.index("f")
-        for order in itertools.permutations(range(count)):
-            if (list(order) != sorted(order)) != reordered:
-                continue
-            def change(name, value, order=order):
-                if not gate_stacked(cfg, value):
-                    return value
-                parts = [np.split(value, count)[i] for i in order]
-                if names[name] == INPUT_BIAS:
-                    parts[forget] = parts[forget] + TENSORFLOW_FORGET_BIAS
-                return np.concatenate(parts)
-            yield forward(cfg, _map_params(cfg, params, change), x, hx)
+        def change(name, value):
+            if not gate_stacked(cfg, value):
+                return value
+            parts = [np.split(value, count)[i] for i in order]
+            if names[name] == INPUT_BIAS:
+                parts[forget] = parts[forget] + TENSORFLOW_FORGET_BIAS
+            return np.concatenate(parts)
+        yield forward(cfg, _map_params(cfg, params, change), x, hx)
     return candidates
 
 
@@ -329,8 +329,8 @@ CANDIDATES: tuple[tuple[str, Callable[..., Iterator[Pieces]]], ...] = (
     ("h_n_layout", _h_n_layout),
     ("layer_input_wrong", _layer_input_wrong),
     ("lstm_gate_order", _gate_orders("lstm")),
-    ("lstm_forget_bias", _forget_bias(reordered=False)),
-    ("lstm_tensorflow_gates", _forget_bias(reordered=True)),
+    ("lstm_forget_bias", _forget_bias(TORCH_ORDER)),
+    ("lstm_tensorflow_gates", _forget_bias(TENSORFLOW_ORDER)),
     ("gru_gate_order", _gate_orders("gru")),
     ("gru_cho_reset", _cho_reset),
     ("gru_swapped_z", _swapped_z),

@@ -225,18 +225,23 @@ def _layer_input_wrong(cfg, params, x, hx) -> Iterator[Pieces]:
         yield composed(cfg, params, x, hx, layer_input="raw")
 
 
+def _gate_blocks(cfg: Config, value: np.ndarray, order: tuple[int, ...]) -> list[np.ndarray]:
+    """A gate-stacked parameter's blocks, one per gate, taken in `order`."""
+    parts = np.split(value, len(cfg.gates))
+    return [parts[i] for i in order]
+
+
 def _gate_orders(family: str):
     def candidates(cfg, params, x, hx) -> Iterator[Pieces]:
         if cfg.family != family:
             return
-        count = len(cfg.gates)
-        for order in itertools.permutations(range(count)):
+        for order in itertools.permutations(range(len(cfg.gates))):
             if list(order) == sorted(order):
                 continue
             def permute(name, value, order=order):
                 if not gate_stacked(cfg, value):
                     return value
-                return np.concatenate([np.split(value, count)[i] for i in order])
+                return np.concatenate(_gate_blocks(cfg, value, order))
             yield forward(cfg, _map_params(cfg, params, permute), x, hx)
     return candidates
 
@@ -257,11 +262,11 @@ def _forget_bias(order: tuple[int, ...]):
         names = blocks(cfg)
         if cfg.family != "lstm" or INPUT_BIAS not in {names[name] for name in params}:
             return
-        count, forget = len(cfg.gates), cfg.gates.index("f")
+        forget = cfg.gates.index("f")
         def change(name, value):
             if not gate_stacked(cfg, value):
                 return value
-            parts = [np.split(value, count)[i] for i in order]
+            parts = _gate_blocks(cfg, value, order)
             if names[name] == INPUT_BIAS:
                 parts[forget] = parts[forget] + TENSORFLOW_FORGET_BIAS
             return np.concatenate(parts)

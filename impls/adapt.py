@@ -11,7 +11,10 @@ torch.nn's arguments, or an `Adapted` constructor that takes torch.nn's full arg
   dropout, bidirectional, proj_size) means the feature it controls is not supported: it is
   listed in `Adapted.unsupported` (feature -> reason) and never passed; asking for a value other
   than torch.nn's default raises `UnsupportedArgument`. `**kwargs` counts as taking every
-  argument (a module that accepts num_layers=2 and ignores it must fail, not be excused);
+  argument (a module that accepts num_layers=2 and ignores it must fail, not be excused), but
+  one it passes on to code that rejects it by name even at torch.nn's default (a TypeError
+  "unexpected keyword argument", found by building the module once at small sizes) is not
+  taken, as if the signature lacked it;
 - without `device` and `dtype` parameters the module is built, then moved with `.to()`;
 - a plain object that holds tensors becomes an nn.Module whose parameters are those tensors;
 - a forward whose state argument is required is given explicit zeros where torch.nn would take
@@ -22,6 +25,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
+import warnings
 from collections.abc import Callable
 
 import torch
@@ -36,6 +41,9 @@ ARGUMENT_FEATURES = {"bias": "no_bias", "nonlinearity": "relu", "num_layers": "n
                      "bidirectional": "bidirectional", "proj_size": "proj_size",
                      "device": "factory_kwargs", "dtype": "factory_kwargs"}
 SIZES = ("input_size", "hidden_size")
+# Small distinct sizes for building a module once to learn which keywords its **kwargs rejects.
+_PROBE_SIZES = {"input_size": 3, "hidden_size": 5}
+_UNEXPECTED = re.compile(r"unexpected keyword argument '(\w+)'")
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
 
@@ -95,6 +103,12 @@ class Adapted:
             if p.default is p.empty and p.name not in self.torch.parameters]
         self.unsupported = {ARGUMENT_FEATURES[name]: f"the constructor takes no `{name}`"
                             for name in torch_args if name not in self.taken}
+        if own is not None and var_keyword:
+            for name in self._rejected_keywords():
+                self.taken.discard(name)
+                self.unsupported[ARGUMENT_FEATURES[name]] = (
+                    f"the constructor rejects `{name}={self.torch.parameters[name].default!r}` "
+                    "(torch.nn's default): its **kwargs passes it on to code that does not take it")
         if "factory_kwargs" in self.unsupported:
             missing = sorted(name for name in ("device", "dtype") if name not in self.taken)
             self.unsupported["factory_kwargs"] = (
@@ -103,6 +117,32 @@ class Adapted:
         self.forward_features = _forward_features(constructor)
         self.unsupported.update({feature: reason for feature, reason in
                                  self.forward_features.items()})
+
+    def _rejected_keywords(self) -> list[str]:
+        """The torch.nn arguments a **kwargs constructor passes on to code that does not take
+        them: it is built at small sizes with torch.nn's defaults, dropping each argument a
+        TypeError names as unexpected, until it builds or fails otherwise (which the checks
+        then report)."""
+        rejected: list[str] = []
+        defaults = {name: p.default for name, p in self.torch.parameters.items() if name not in SIZES}
+        while True:
+            keywords = {name: value for name, value in defaults.items()
+                        if name in self.taken and name not in rejected}
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    if self.by_name:
+                        self.constructor(**_PROBE_SIZES, **keywords)
+                    else:
+                        self.constructor(*_PROBE_SIZES.values(), **keywords)
+            except TypeError as exc:
+                match = _UNEXPECTED.search(str(exc))
+                if match and match.group(1) in keywords:
+                    rejected.append(match.group(1))
+                    continue
+            except Exception:  # any other failure is the checks' to report
+                pass
+            return rejected
 
     @property
     def needed(self) -> bool:

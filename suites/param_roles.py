@@ -18,7 +18,7 @@ from rnnbench.suites.layers import blocks
 from rnnbench.suites.parammap import MappingError, ParamMap, Piece
 
 _DIGITS = re.compile(r"\d+")
-_REVERSE = re.compile(r"(^|[._])(reverse|backward|bwd|back|rev|b)($|[._])", re.IGNORECASE)
+_REVERSE = re.compile(r"(^|[._])(reverse|backward|bwd|bw|back|rev|b)($|[._])", re.IGNORECASE)
 _FORWARD = re.compile(r"(^|[._])(forward|fwd|fw|f)($|[._])", re.IGNORECASE)
 # Name fragments that say which side a parameter belongs to (lower case, after "W_"/"b_").
 _INPUT_SIDE = ("ih", "xh", "x2h", "i2h", "input", "inp", "wx", "w_x", "kernel")
@@ -60,8 +60,8 @@ def learn_roles(cfg: Config, shapes: dict[str, tuple]) -> dict[str, tuple[str, s
         covered |= {"weight_ih", "weight_hh"}
     lacking = [b for b in ("weight_ih", "weight_hh", "weight_hr") if b in spec and b not in covered]
     if lacking:
-        raise MappingError(f"no parameter found for {', '.join(lacking)} among "
-                           f"{_listed(shapes)}")
+        raise MappingError(f"no parameter found for {', '.join(lacking)} among the keys of "
+                           f"{cfg.describe()}, built to tell them apart ({_listed(shapes)})")
     seen: dict[str, str] = {}
     for name, (block, _) in roles.items():
         if block in seen:

@@ -43,6 +43,14 @@ def call(what: str, function, *args, **kwargs):
         raise Finding(f"{what} raised {one_line(exc)}", raised_at=raised_at(exc)) from exc
 
 
+def state_shapes(module: torch.nn.Module) -> dict[str, tuple]:
+    """The shapes of the tensors in a module's state_dict. Entries that are not tensors (the
+    packed weights of a quantized module, say) hold nothing the spec's parameters can be read
+    from, so the parameters are matched without them."""
+    return {key: tuple(value.shape) for key, value in call("state_dict()", module.state_dict).items()
+            if isinstance(value, torch.Tensor)}
+
+
 def to_numpy(tensor: torch.Tensor) -> np.ndarray:
     return tensor.detach().to("cpu", torch.float64).numpy()
 
@@ -114,8 +122,7 @@ class Subject:
         """The configuration of the variant `module` is (`KindSpec.config_of`: `cfg` itself for
         kinds without variants) and where its spec parameters sit in it; Finding(param_names)
         when that cannot be told."""
-        shapes = {key: tuple(value.shape)
-                  for key, value in call("state_dict()", module.state_dict).items()}
+        shapes = state_shapes(module)
         spec = kind_of(cfg)
         try:
             if self.impl.param_map:
@@ -125,6 +132,12 @@ class Subject:
             else:
                 pmap = self._inferred(cfg, shapes)
         except parammap.MappingError as exc:
+            if not shapes:
+                state = call("state_dict()", module.state_dict)
+                raise Finding(f"cannot match the module's parameters to {self.suite.contract}: its "
+                              "state_dict holds no tensors to read them from (it has "
+                              f"{_listed([f'{k} ({type(v).__name__})' for k, v in state.items()])})",
+                              "param_names", parameters_matched=False) from None
             raise Finding(f"cannot match the module's parameters to {self.suite.contract}: {exc}; "
                           f"say which is which with --param-map KEY=NAME,... (its keys: "
                           f"{', '.join(f'{k} {s}' for k, s in shapes.items())}; the spec's "

@@ -49,7 +49,7 @@ from rnnbench.suites.layers import blocks, is_batched, time_major
 from rnnbench.suites.results import Finding
 from rnnbench.suites.run import describe_structure
 from rnnbench.suites.statistics import fits, sample_fit
-from rnnbench.suites.subject import call
+from rnnbench.suites.subject import call, state_shapes
 
 # --- the cases ----------------------------------------------------------------------------------
 
@@ -207,9 +207,8 @@ def inferred_map(subject, cfg: Config, shapes: dict[str, tuple]):
     key = (subject.impl.kinds[subject.kind], subject.kind, subject.device)
     if key not in _ROLES:
         probe = probe_config(subject.kind)
-        state = call("state_dict()", subject.construct(probe).state_dict)
         try:
-            _ROLES[key] = param_roles.learn_roles(probe, {k: tuple(v.shape) for k, v in state.items()})
+            _ROLES[key] = param_roles.learn_roles(probe, state_shapes(subject.construct(probe)))
         except param_roles.MappingError as exc:
             _ROLES[key] = exc
     roles = _ROLES[key]

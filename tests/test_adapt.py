@@ -32,6 +32,22 @@ class KeywordsRNN(nn.RNN):
         super().__init__(input_size, hidden_size)  # takes everything, ignores it
 
 
+def _three_arguments_lstm(input_size, hidden_size, num_layers=1):
+    return nn.LSTM(input_size, hidden_size, num_layers)
+
+
+class ForwardsKeywordsLSTM(nn.Module):
+    """Passes **kwargs on to a helper that takes num_layers alone, as torch.ao's dynamic
+    quantized LSTM passes them to a base without `proj_size`."""
+
+    def __init__(self, input_size, hidden_size, **kwargs):
+        super().__init__()
+        self.lstm = _three_arguments_lstm(input_size, hidden_size, **kwargs)
+
+    def forward(self, x, hx=None):
+        return self.lstm(x, hx)
+
+
 class PositionalOnlyGRU(nn.GRU):
     def __init__(self, input_size, hidden_size, num_layers=1, /):
         super().__init__(input_size, hidden_size, num_layers)
@@ -107,6 +123,18 @@ def test_an_argument_not_taken_cannot_be_asked_for():
 def test_kwargs_take_every_argument_so_ignoring_one_is_not_excused():
     assert adapt("rnn", KeywordsRNN) is KeywordsRNN
     assert "num_layers" not in Implementation("k", {"rnn": KeywordsRNN}).unsupported_reasons("rnn")
+
+
+def test_kwargs_passed_on_to_code_that_rejects_them_are_arguments_not_taken():
+    adapted = adapt("lstm", ForwardsKeywordsLSTM)
+    assert adapted.taken == {"num_layers"}
+    assert set(adapted.unsupported) == {"no_bias", "batch_first", "dropout", "bidirectional",
+                                        "proj_size", "factory_kwargs"}
+    assert adapted.unsupported["proj_size"].startswith("the constructor rejects `proj_size=0`")
+    module = adapted(3, 5, num_layers=2, dtype=torch.float64)  # built, then moved
+    assert module.lstm.num_layers == 2 and module.lstm.weight_ih_l1.dtype == torch.float64
+    with pytest.raises(UnsupportedArgument, match="takes no `proj_size`"):
+        adapted(3, 5, proj_size=2)
 
 
 def test_positional_only_and_renamed_constructors_work():
@@ -242,6 +270,19 @@ def test_layers_are_told_apart_by_the_numbers_in_the_keys():
     pmap = param_roles.resolve(cfg, shapes, roles)
     assert pmap.entries["weight_ih_l1"] == (Piece("layers.1.W_ih"),)
     assert pmap.entries["weight_hh_l0"] == (Piece("layers.0.W_hh"),)
+
+
+def test_a_reverse_direction_marked_bw_is_the_reverse_direction():
+    cfg = Config("lstm", 3, 5, num_layers=2, bidirectional=True)
+    keys = {f"layers.{layer}.layer_{side}.cell.{gates}.{what}": (20, width) if what == "weight" else (20,)
+            for layer, inputs in ((0, 3), (1, 10)) for side in ("fw", "bw")
+            for gates, width in (("igates", inputs), ("hgates", 5)) for what in ("weight", "bias")}
+    roles = param_roles.learn_roles(probe_config("lstm"), {
+        key: shape for key, shape in keys.items() if key.startswith("layers.0.layer_fw")})
+    pmap = param_roles.resolve(cfg, keys, roles)
+    assert pmap.entries["weight_ih_l0_reverse"] == (Piece("layers.0.layer_bw.cell.igates.weight"),)
+    assert pmap.entries["weight_hh_l1"] == (Piece("layers.1.layer_fw.cell.hgates.weight"),)
+    assert pmap.entries["bias_ih_l1_reverse"] == (Piece("layers.1.layer_bw.cell.igates.bias"),)
 
 
 def test_a_user_map_wins_and_can_say_transposed():

@@ -9,8 +9,15 @@ catalogue.py (REAL_CODE).
 - `ScriptedRNNCell`: derives from torch.jit.ScriptModule, with a @script_method forward.
 - `StatelessRNN`: forward(x) only: it always starts from zeros.
 - `ShortBiasGRUCell`: bias_hh one gate short (2H rows), so forward crashes on the sum.
-- `NoArgumentValidationRNN`: the constructor raises on every call that passes `dropout` (it
-  forwards **kwargs to a helper that does not take it), valid ones included.
+- `NoArgumentValidationRNN`: forwards **kwargs to a helper that takes `num_layers` alone, so
+  the constructor raises on every other argument of torch.nn's, at its default too: those
+  features are not supported, and its (right) function is judged on the rest.
+- `QuantizableLSTM`: torch's own float LSTM for quantization (`torch.ao.nn.quantizable.LSTM`),
+  its directions named `layer_fw` / `layer_bw`; layers after the first are built for H inputs
+  where a bidirectional stack gives them 2H, so the first finding is a parameter's shape.
+- `DynamicQuantizedLSTM`: torch's dynamically quantized LSTM, whose state_dict holds its packed
+  weights as script objects, no tensors, and whose constructor passes **kwargs on to a base
+  without `proj_size`: its function is not checked, never called wrong.
 - `RowWeightsRNN`: weights stored (H, I) as torch.nn does, but used as x @ W.
 - `ExpandStateRNN`: the omitted state expanded from a (H,) buffer, which breaks on unbatched
   input with one error message per dtype.
@@ -126,6 +133,10 @@ class NoArgumentValidationRNN(nn.Module):
 
     def forward(self, x, hx=None):
         return self.rnn(x, hx)
+
+
+QuantizableLSTM = torch.ao.nn.quantizable.LSTM
+DynamicQuantizedLSTM = torch.ao.nn.quantized.dynamic.LSTM
 
 
 class RowWeightsRNN(nn.Module):

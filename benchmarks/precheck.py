@@ -65,6 +65,13 @@ def forward_conformance(impl: Implementation, workload: Workload, device: str = 
             warnings.simplefilter("ignore")
             check_forward(Subject(impl, workload.kind, device, seed, suite), case, dtype)
     except Finding as finding:
+        if finding.numbers.get("parameters_matched") is False:
+            # The conformance suite's remedy is its --param-map option; bench and run take the
+            # map from the Implementation.
+            return Conformance(False, "its parameters could not be matched to the spec's, so its "
+                               "numbers were not compared and it gets no speed-up: "
+                               + finding.message.replace("with --param-map KEY=NAME,...",
+                                                         "with an Implementation's param_map"))
         return Conformance(False, finding.message + _diagnosis(finding.diagnosis))
     except NotSupported as exc:
         return Conformance(None, f"not checked: {exc}")

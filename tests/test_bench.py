@@ -785,6 +785,37 @@ def test_an_rnn_that_ignores_num_layers_and_bidirectional_is_timed_as_non_confor
     assert scratch["vs_native"] is None
 
 
+class NumberedLinearsGRUCell(nn.Module):
+    """torch.nn's GRU cell from nn.Linear submodules named fc1 to fc6: no rule reads them."""
+
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        for n, width in zip(range(1, 7), [input_size] * 3 + [hidden_size] * 3):
+            setattr(self, f"fc{n}", nn.Linear(width, hidden_size))
+
+    def forward(self, x, h=None):
+        h = x.new_zeros(x.shape[0], self.fc4.out_features) if h is None else h
+        r = torch.sigmoid(self.fc1(x) + self.fc4(h))
+        z = torch.sigmoid(self.fc2(x) + self.fc5(h))
+        n = torch.tanh(self.fc3(x) + r * self.fc6(h))
+        return (1 - z) * n + z * h
+
+
+def test_parameters_that_cannot_be_matched_give_no_speed_up_and_say_what_bench_takes():
+    cell = workload_from_dict({"name": "cell", "config": {"kind": "gru_cell", "input_size": 3,
+                                                          "hidden_size": 4},
+                               "batch": 2, "budget_s": 0.01, "min_repeats": 3})
+    doc = run_benchmarks([Implementation(name="native", kinds={"gru_cell": nn.GRUCell}),
+                          Implementation(name="mine", kinds={"gru_cell": NumberedLinearsGRUCell})],
+                         [cell], threads=1)
+    mine = results_by(doc, "mine")
+    assert mine["status"] == "ok" and mine["conforms"] is False and mine["vs_native"] is None
+    assert mine["conformance_note"].startswith("its parameters could not be matched to the spec's, "
+                                               "so its numbers were not compared")
+    assert "an Implementation's param_map" in mine["conformance_note"]
+    assert "--param-map" not in mine["conformance_note"]  # bench has no such option
+
+
 def test_a_cell_workload_is_pre_checked_too():
     cell = workload_from_dict({"name": "cell", "config": {"kind": "gru_cell", "input_size": 3,
                                                           "hidden_size": 4},

@@ -55,6 +55,11 @@ def learn_roles(cfg: Config, shapes: dict[str, tuple]) -> dict[str, tuple[str, s
         _per_gate(cfg, {k: v for k, v in shapes.items() if template(k) not in roles}, roles)
     _settle_orientation(roles)
     _settle_biases(roles, shapes, cfg)
+    for name in roles:
+        same = [key for key in shapes if template(key) == name]
+        if len(same) > 1:  # roles go by template, where numbers stand for layers
+            raise MappingError(f"{same[0]} and {same[1]} differ only in a number, and numbers in "
+                               "keys are read as layer numbers")
     covered = {block.partition(":")[0] for block, _ in roles.values()}
     if "combined" in covered:
         covered |= {"weight_ih", "weight_hh"}

@@ -15,6 +15,7 @@ a module lack (`SuiteKind.optional_parameters`) is held at zero.
 """
 from __future__ import annotations
 
+import re
 import zlib
 from dataclasses import dataclass
 
@@ -43,12 +44,29 @@ def call(what: str, function, *args, **kwargs):
         raise Finding(f"{what} raised {one_line(exc)}", raised_at=raised_at(exc)) from exc
 
 
+# A state_dict entry torch.nn.utils.parametrize keeps for a parametrized weight.
+_PARAMETRIZED = re.compile(r"(^|\.)parametrizations\.[^.]+\.original\d*$")
+
+
 def state_shapes(module: torch.nn.Module) -> dict[str, tuple]:
-    """The shapes of the tensors in a module's state_dict. Entries that are not tensors (the
-    packed weights of a quantized module, say) hold nothing the spec's parameters can be read
-    from, so the parameters are matched without them."""
-    return {key: tuple(value.shape) for key, value in call("state_dict()", module.state_dict).items()
-            if isinstance(value, torch.Tensor)}
+    """The shapes of the state_dict entries the spec's parameters can be read from, which
+    `unreadable` entries are not."""
+    state = call("state_dict()", module.state_dict)
+    return {key: tuple(value.shape) for key, value in state.items() if not _unreadable(key, value)}
+
+
+def unreadable(module: torch.nn.Module) -> dict[str, str]:
+    """The state_dict entries no spec parameter can be read from, with what each is: no tensor
+    (a quantized module's packed weights), or an original of a parametrized weight (weight_norm,
+    spectral_norm, ...), whose value in forward is computed from it, not it."""
+    state = call("state_dict()", module.state_dict)
+    return {key: why for key, value in state.items() if (why := _unreadable(key, value))}
+
+
+def _unreadable(key: str, value) -> str:
+    if not isinstance(value, torch.Tensor):
+        return type(value).__name__
+    return "an original of a parametrized weight" if _PARAMETRIZED.search(key) else ""
 
 
 def to_numpy(tensor: torch.Tensor) -> np.ndarray:
@@ -132,14 +150,15 @@ class Subject:
             else:
                 pmap = self._inferred(cfg, shapes)
         except parammap.MappingError as exc:
+            skipped = unreadable(module)
+            unread = (f" (not read: {_listed([f'{k} ({why})' for k, why in skipped.items()])})"
+                      if skipped else "")
             if not shapes:
-                state = call("state_dict()", module.state_dict)
                 raise Finding(f"cannot match the module's parameters to {self.suite.contract}: its "
-                              "state_dict holds no tensors to read them from (it has "
-                              f"{_listed([f'{k} ({type(v).__name__})' for k, v in state.items()])})",
+                              f"state_dict holds nothing to read them from{unread}",
                               "param_names", parameters_matched=False) from None
-            raise Finding(f"cannot match the module's parameters to {self.suite.contract}: {exc}; "
-                          f"say which is which with --param-map KEY=NAME,... (its keys: "
+            raise Finding(f"cannot match the module's parameters to {self.suite.contract}: {exc}"
+                          f"{unread}; say which is which with --param-map KEY=NAME,... (its keys: "
                           f"{', '.join(f'{k} {s}' for k, s in shapes.items())}; the spec's "
                           f"names: {', '.join(spec_shapes(cfg))}; NAME.T: stored transposed; "
                           "several keys given one name are stacked in the order given)",

@@ -285,6 +285,12 @@ def test_a_reverse_direction_marked_bw_is_the_reverse_direction():
     assert pmap.entries["bias_ih_l1_reverse"] == (Piece("layers.1.layer_bw.cell.igates.bias"),)
 
 
+def test_keys_that_differ_only_in_a_number_on_the_probe_are_refused_not_mixed_up():
+    with pytest.raises(MappingError, match="gates.0.weight and gates.1.weight differ only in a number"):
+        param_roles.learn_roles(Config("rnn_cell", 3, 5), {"gates.0.weight": (5, 3), "gates.0.bias": (5,),
+                                                           "gates.1.weight": (5, 5), "gates.1.bias": (5,)})
+
+
 def test_a_user_map_wins_and_can_say_transposed():
     cfg = Config("rnn_cell", 3, 5)
     pmap = parammap.from_user(cfg, {"U": (5, 5), "W": (3, 5)}, parammap.parse_user_map(

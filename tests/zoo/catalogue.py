@@ -196,6 +196,7 @@ REAL_CODE = [
                             "factory_kwargs"), "signature")),
     RealCode(f"{REAL}:QuantizableLSTM", "lstm", "param_shapes", NO, NO,
              {"proj_size": "signature", "packed": "observed"}),
+    RealCode(f"{REAL}:WeightNormLSTM", "lstm", "param_names", UNCHECKED, NO, {}),
     RealCode(f"{REAL}:DynamicQuantizedLSTM", "lstm", "param_names", UNCHECKED, NO,
              {"proj_size": "signature", "factory_kwargs": "signature", "unbatched": "observed"}),
     RealCode(f"{REAL}:RowWeightsRNN", "rnn", "weight_transposed", NO, NO,

@@ -18,6 +18,10 @@ catalogue.py (REAL_CODE).
 - `DynamicQuantizedLSTM`: torch's dynamically quantized LSTM, whose state_dict holds its packed
   weights as script objects, no tensors, and whose constructor passes **kwargs on to a base
   without `proj_size`: its function is not checked, never called wrong.
+- `WeightNormLSTM`: nn.LSTM with weight normalisation on its recurrent weights
+  (`torch.nn.utils.parametrizations.weight_norm`): state_dict keeps each as two originals (a
+  magnitude and a direction) from which forward computes it, so its function is not checked
+  either; read as pieces of the weight, the originals made it fail on shapes.
 - `RowWeightsRNN`: weights stored (H, I) as torch.nn does, but used as x @ W.
 - `ExpandStateRNN`: the omitted state expanded from a (H,) buffer, which breaks on unbatched
   input with one error message per dtype.
@@ -43,6 +47,7 @@ from typing import Optional
 
 import torch
 from torch import nn
+from torch.nn.utils.parametrizations import weight_norm
 
 
 class OutputOnlyLSTM(nn.Module):
@@ -137,6 +142,14 @@ class NoArgumentValidationRNN(nn.Module):
 
 QuantizableLSTM = torch.ao.nn.quantizable.LSTM
 DynamicQuantizedLSTM = torch.ao.nn.quantized.dynamic.LSTM
+
+
+class WeightNormLSTM(nn.LSTM):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for name in self._flat_weights_names:
+            if name.startswith("weight_hh"):
+                weight_norm(self, name)
 
 
 class RowWeightsRNN(nn.Module):

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 DIAGNOSES: dict[str, str] = {
-    "h0_none_unhandled": "h0=None not handled (crash, or initial state not zeros)",
+    "h0_none_unhandled": "h0=None not handled (crash, or initial state not zeros of the input's dtype)",
     "h0_ignored": "the given initial state is ignored",
     "h_n_no_layer_dim": "h_n has no layer dimension",
     "h_n_layout": "h_n layers/directions in the wrong order",

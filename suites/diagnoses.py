@@ -128,17 +128,27 @@ def _zero_state(run) -> dict:
 
 
 def _default_dtype_runs(run, observed) -> bool:
-    """Whether forward with the state omitted raised (`observed` None) in a dtype other than
-    torch's default, where the same module in the default dtype runs."""
+    """Whether forward with the state omitted failed (`observed` None) in a dtype other than
+    torch's default, where the same module in the default dtype runs and answers in it (a
+    module whose zero state is float64 answers in float64 there too)."""
     default = str(torch.get_default_dtype()).removeprefix("torch.")
     if observed is not None or run.dtype == default:
         return False
     try:
         module = run.subject.build(run.cfg, default, run.params)
-        call("forward", module, run.subject.tensor(run.x64, default))
+        result = call("forward", module, run.subject.tensor(run.x64, default))
     except Finding:
         return False
-    return True
+    return all(t.dtype == torch.get_default_dtype() for t in _tensors(result))
+
+
+def _tensors(value):
+    """The tensors in a nest of tuples and lists."""
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            yield from _tensors(item)
 
 
 def _training_changes_output(run, observed, expected, tol) -> str | None:

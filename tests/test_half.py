@@ -92,3 +92,21 @@ def test_a_dtype_that_fails_whatever_the_state_is_not_blamed_on_the_zero_state()
     omitted = [r for r in results if "h0-omitted" in r.check]
     assert omitted and all(r.outcome == "failed" for r in omitted)
     assert all(r.diagnosis != "zero_state_default_dtype" for r in omitted), _listing(omitted)
+
+
+class Float64ZeroState(nn.RNN):
+    """Makes the omitted state in float64 (numpy's np.zeros does), so every input dtype answers
+    in float64 when the state is omitted."""
+
+    def forward(self, input, hx=None):
+        if hx is not None:
+            return super().forward(input, hx)
+        output, h_n = super().forward(input)
+        return output.double(), h_n.double()
+
+
+def test_a_zero_state_of_a_fixed_other_dtype_is_one_cause_in_every_dtype():
+    impl = Implementation("float64-zeros", {"rnn": Float64ZeroState})
+    results = run_checks(impl, checks="forward-float32/h0-omitted,forward-float16/h0-omitted")
+    assert len(results) == 2 and all(r.outcome == "failed" for r in results)
+    assert {r.diagnosis for r in results} == {"h0_none_unhandled"}, _listing(results)

@@ -126,7 +126,7 @@ def plan(impl: Implementation, kinds=None, quick: bool = False, checks: str | No
     return chosen
 
 
-FUZZ = Check("fuzz", "forward", check_fuzz, table=(), dtype="float64", backward=True)
+FUZZ = Check("fuzz", "forward", check_fuzz, table=(), dtype="float64")
 
 
 def run_item(impl: Implementation, item: Item, device: str = "cpu", seed: int = 0) -> CheckResult:

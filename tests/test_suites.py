@@ -631,6 +631,18 @@ def test_fuzzing_a_correct_implementation_finds_nothing():
     assert all(r.numbers["examples"] >= 1 for r in results)
 
 
+def test_fuzzing_an_implementation_without_a_backward_checks_its_forward():
+    class ForwardOnly(nn.RNN):
+        def forward(self, input, hx=None):  # wrong from two layers on, and no gradients
+            with torch.no_grad():
+                output, h_n = super().forward(input, hx)
+            return (output * 2 if self.num_layers > 1 else output), h_n
+
+    impl = Implementation("forward-only", {"rnn": ForwardOnly}, unsupported=frozenset({"backward"}))
+    [result] = run_checks(impl, kinds=["rnn"], fuzz=30)
+    assert result.outcome == "failed" and '"num_layers":2' in result.numbers["case"]
+
+
 def test_known_failures_report_xfail_xpass_and_stale_entries(tmp_path, capsys):
     (tmp_path / "known.txt").write_text("# known bugs\nforward/batched  # tracked upstream\n"
                                         "gradients/*\ngru/nothing/*  # matches no check\n")

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from rnnbench.benchmarks.statistics import bimodal
 from rnnbench.findings import group_failures
+from rnnbench.suites.divergence import describe
 from rnnbench.suites.results import cut_short, judge, summary_phrase
 from rnnbench.reports import analysis, runs
 from rnnbench.reports.records import SIZE_FIELDS, Check, Results, Source, Timing
@@ -392,7 +393,8 @@ def _failures(checks: list[Check], label) -> list:
                          ", ".join(f"{n} {o}" for o, n in outcomes.items()),
                          ", ".join(group.kinds),
                          f"{example.kind} {example.check}: {example.message}"
-                         + (f" [{_numbers(example.numbers)}]" if example.numbers else "")])
+                         + (f" (first divergence: {where})"
+                            if (where := describe(example.numbers)) else "")])
             total += group.count
     if not rows:
         return []
@@ -674,11 +676,6 @@ def _verdict(checks: list[Check], flags: set[str]) -> str:
     if "cut" in flags:
         text += " (interrupted: incomplete)"
     return text
-
-
-def _numbers(numbers: dict) -> str:
-    return ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
-                     for k, v in numbers.items())
 
 
 def _cell(value) -> str:

@@ -32,7 +32,9 @@ def environment(host, **extra):
 def check_result(check, kind, outcome, category="forward", diagnosis=None, message=""):
     return {"check": check, "category": category, "kind": kind, "case": check.split("/")[-1],
             "outcome": outcome, "message": message, "diagnosis": diagnosis,
-            "numbers": {"max_abs": 0.5, "tol": 1e-6} if outcome == "failed" else {},
+            "numbers": ({"max_abs": 0.5, "tol": 1e-6, "layer": 1, "direction": "reverse",
+                         "timestep": 0, "expected": [0.25] * 64, "setup": {"batch": 2}}
+                        if outcome == "failed" else {}),
             "duration_s": 0.01}
 
 
@@ -252,7 +254,9 @@ def test_failures_are_grouped_by_cause_with_an_example(report):
     transposed = row_of(rows, EVIL, "1 failed")
     assert "W used transposed" in transposed[1] and "weight_transposed" in transposed[1]
     assert transposed[3] == "1 failed" and EVIL_MESSAGE in transposed[5]
-    assert "max_abs=0.5" in transposed[5]
+    # where it first diverged, as conform says it; not the raw numbers the JSON keeps
+    assert transposed[5].endswith("(first divergence: layer 1, reverse direction, timestep 0)")
+    assert "0.25" not in transposed[5] and "setup" not in transposed[5]
     assert row_of(rows, EVIL, "RuntimeError: boom")[3] == "1 error"
 
 

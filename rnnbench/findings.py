@@ -67,6 +67,8 @@ DIAGNOSES: dict[str, str] = {
     "input_dtype_accepted": "an input in another dtype than the parameters is accepted (torch.nn "
                             "raises)",
     "biases_missing": "no bias parameters although bias=True",
+    "other_parameters": "the output depends on parameters outside the spec's (a peephole, a "
+                        "norm's gain): another function, whatever their initial values",
     "zero_state_default_dtype": "the omitted initial state is made in torch's default dtype, "
                                 "not the input's",
     "wrong_exception_type": "wrong input rejected with an exception type torch.nn does not raise "

@@ -1,7 +1,8 @@
-"""How rnnbench words what it prints: counted nouns and text shortened to fit.
+"""How rnnbench words what it prints: counted nouns, lists cut short and text shortened to fit.
 
-Every count printed with its noun goes through `counted` ("1 check", "2 checks"), and every text
-cut to a width goes through `shorten`, which cuts at a word boundary ("the rejections of wrong
+Every count printed with its noun goes through `counted` ("1 check", "2 checks"), every list of
+names cut to its first few through `listed` ("a, b, c, d and 3 more"), and every text cut to a
+width goes through `shorten`, which cuts at a word boundary ("the rejections of wrong
 ones..." rather than "the rejections of wrong ones prov...").
 """
 from __future__ import annotations
@@ -11,6 +12,14 @@ def counted(n: int, noun: str, plural: str | None = None) -> str:
     """`n` and its noun, plural unless n is 1: counted(1, "check") == "1 check",
     counted(3, "cause") == "3 causes", counted(2, "process", "processes")."""
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
+def listed(names, limit: int = 4) -> str:
+    """The first `limit` names, comma-separated, and how many more there are:
+    listed(["a", "b", "c"], 2) == "a, b and 1 more"."""
+    names = list(names)
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
 def shorten(text: str, width: int, placeholder: str = "...") -> str:

@@ -14,6 +14,7 @@ from rnnbench.reference import Config
 from rnnbench.reference.kinds import kind_of
 from rnnbench.suites.check_errors import REJECTIONS, rejection_names
 from rnnbench.suites.layers import blocks
+from rnnbench.wording import listed
 from rnnbench.suites.parammap import Piece
 from rnnbench.suites.results import Finding, NotSupported
 from rnnbench.suites.subject import TORCH_DTYPES, call, spec_parameters, spec_state
@@ -29,13 +30,14 @@ def check_parameters(subject, case) -> dict:
     renamed = {name: pieces for name, pieces in pmap.entries.items()
                if pieces and pieces != (Piece(name),)}
     read_as = {p.describe(): name for name, pieces in renamed.items() for p in pieces}
+    extra = [key for key in call("state_dict()", module.state_dict) if key not in pmap.keys()]
+    beside = f"; it also has entries {contract} has not: {listed(extra)}" if extra else ""
     # A map the user gave says the names differ on purpose: it is honoured, not held against them.
     if renamed and not subject.impl.param_map:
         raise Finding(f"state_dict names differ from {contract}; the checks read them as: "
-                      f"{pmap.describe()}", "param_names", param_map=read_as)
-    extra = [key for key in call("state_dict()", module.state_dict) if key not in pmap.keys()]
+                      f"{pmap.describe()}{beside}", "param_names", param_map=read_as)
     if extra:
-        raise Finding(f"state_dict has entries {contract} has not: {', '.join(extra[:4])}",
+        raise Finding(f"state_dict has entries {contract} has not: {listed(extra)}",
                       "param_names", parameter=extra[0])
     default = torch.get_default_dtype()
     odd = [name for name, parts in stored.items() if parts[0][0].dtype != default]

@@ -9,9 +9,9 @@ A rejection counts only when the same module accepts the matching valid input: a
 raises on everything proves nothing by raising here (`rejects_valid_input`).
 
 The shapes come from the kind's spec record, so every kind's suite record lists the rows that fit
-it (`SuiteKind.wrong_inputs`): torch.nn's kinds all of WRONG_INPUTS; others the input rows,
-and `INPUT_DTYPE` where a module
-must refuse an input in a dtype other than its own instead of casting it.
+it (`SuiteKind.wrong_inputs`): torch.nn's kinds all of WRONG_INPUTS; others the input rows;
+and `INPUT_DTYPE` where a module must refuse an input in a dtype other than its own instead of
+casting it (torch.nn's kinds, whose modules raise on one, and the implicit kind).
 """
 from __future__ import annotations
 
@@ -62,8 +62,8 @@ def _too_few_axes(cfg: Config, shape: tuple) -> tuple:
 @dataclass(frozen=True)
 class WrongInput:
     """One way to get an input wrong: `change` maps the valid shapes (input, h0[, c0]) to wrong
-    ones; `other_dtype`: the wrong tensors are in the other of float32 and float64 than the
-    module's; `accepted`: the diagnosis of a module that accepts them."""
+    ones; `other_dtype`: the input is in the other of float32 and float64 than the module's (the
+    state in the module's); `accepted`: the diagnosis of a module that accepts them."""
 
     name: str
     description: str
@@ -145,10 +145,11 @@ def check_rejected(subject, case, wrong: WrongInput, dtype: str = "float32") -> 
     rng = subject.rng("errors", wrong.name, case.name)
     module = subject.build(cfg, dtype)
 
-    def run(shapes: dict, dtype: str = dtype):
+    def run(shapes: dict, input_dtype: str = dtype):
         # The state as every kind takes it (torch.nn's included): one tensor, or a tuple in the
-        # spec's order.
-        x, *states = (subject.tensor(rng.normal(size=shapes[name]), dtype) for name in names)
+        # spec's order; in the module's dtype, so that only the input's can be wrong.
+        x, *states = (subject.tensor(rng.normal(size=shapes[name]),
+                                     input_dtype if name == "input" else dtype) for name in names)
         if not states:
             return module(x)
         return module(x, states[0] if len(states) == 1 else tuple(states))

@@ -7,6 +7,10 @@ number of steps and the depth (`rnnbench.reference.tolerance`; a kind whose tole
 the run, such as an iterative solve's error bound, gives its own). In float64 it is tight enough
 that any real mistake fails; in float32, bfloat16 and float16 it is the policy's.
 
+A module's own trainable parameters that no spec parameter is read from (a peephole, a norm's
+gain) are set to other values once the outputs match: a function that depends on them is another
+function, even where their initial values (a peephole at zero) hide it.
+
 A failure says which output (or gradient) differs and by how much, and through the kind's hooks
 where the forward pass first diverges (`SuiteKind.locate`) and which mistake explains it
 (`SuiteKind.diagnose`, `SuiteKind.diagnose_gradients`).
@@ -20,12 +24,43 @@ from rnnbench.suites.compare import require_gradients_close, require_outputs_clo
 from rnnbench.suites.results import Finding
 from rnnbench.suites.run import Run
 from rnnbench.suites.subject import call, spec_grad, spec_parameters, to_numpy
+from rnnbench.wording import listed
 
 
 def check_forward(subject, case, dtype: str) -> dict:
-    """Outputs and final states equal the reference's within the policy tolerance."""
+    """Outputs and final states equal the reference's within the policy tolerance, whatever
+    values the module's parameters outside the spec's hold."""
     run = Run(subject, case, dtype, "forward")
-    return compare_forward(run, observe(run))
+    numbers = compare_forward(run, observe(run))
+    require_no_other_parameters(run)
+    return numbers
+
+
+def require_no_other_parameters(run: Run) -> None:
+    """The outputs still match with every trainable parameter no spec parameter is read from
+    set to normal draws; Finding(other_parameters) naming them when they do not."""
+    stored = spec_parameters(run.module, run.cfg, run.pmap)
+    owners = {id(owner) for parts in stored.values() for owner, _, _ in parts}
+    others = {name: p for name, p in call("named_parameters()", lambda: list(run.module.named_parameters()))
+              if p.requires_grad and id(p) not in owners}
+    if not others:
+        return
+    rng = run.subject.rng("other-parameters", run.case.name)
+    kept = {name: p.detach().clone() for name, p in others.items()}
+    try:
+        with torch.no_grad():
+            for p in others.values():
+                p.copy_(torch.as_tensor(rng.normal(size=tuple(p.shape)), dtype=p.dtype))
+        try:
+            compare_forward(run, observe(run))
+        except Finding as finding:
+            raise Finding(f"the output depends on {listed(others)}, which the spec's function has no "
+                          f"place for: set to other values, {finding.message}",
+                          "other_parameters", parameter=next(iter(others))) from None
+    finally:
+        with torch.no_grad():
+            for name, p in others.items():
+                p.copy_(kept[name])
 
 
 def check_gradients(subject, case, dtype: str) -> dict:

@@ -120,30 +120,35 @@ def _h0_none_unhandled(run, observed, expected, tol) -> str | None:
     return "zero_state_default_dtype" if _default_dtype_runs(run, observed) else "h0_none_unhandled"
 
 
-def _zero_state(run) -> dict:
-    """The initial state torch.nn takes for hx=None, explicitly, in the run's dtype."""
+def _zero_state(run, dtype: str | None = None) -> dict:
+    """The initial state torch.nn takes for hx=None, explicitly, in the run's dtype (or `dtype`)."""
     shapes = io_shapes(run.cfg, run.case.batch, run.case.steps)
-    return {name: run.subject.tensor(np.zeros(shapes[name]), run.dtype)
+    return {name: run.subject.tensor(np.zeros(shapes[name]), dtype or run.dtype)
             for name in state_names(run.cfg)}
 
 
 def _default_dtype_runs(run, observed) -> bool:
     """Whether forward with the state omitted failed (`observed` None) in a dtype other than
-    torch's default, where the same module in the default dtype runs and answers in it (a
-    module whose zero state is float64 answers in float64 there too)."""
+    torch's default, where in the default dtype the same module answers the same with the state
+    omitted as with explicit zeros (a zero state that is float64, or shaped wrong, differs
+    there too)."""
     default = str(torch.get_default_dtype()).removeprefix("torch.")
     if observed is not None or run.dtype == default:
         return False
     try:
         module = run.subject.build(run.cfg, default, run.params)
-        result = call("forward", module, run.subject.tensor(run.x64, default))
+        x = run.subject.tensor(run.x64, default)
+        omitted = run.subject_call(x, None, module, run.cfg)
+        zeros = run.subject_call(x, _zero_state(run, default), module, run.cfg)
     except Finding:
         return False
-    return all(t.dtype == torch.get_default_dtype() for t in _tensors(result))
+    got, want = list(_tensors(omitted)), list(_tensors(zeros))
+    return len(got) == len(want) > 0 and all(
+        a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b) for a, b in zip(got, want))
 
 
 def _tensors(value):
-    """The tensors in a nest of tuples and lists."""
+    """The tensors in a nest of tuples and lists, in order."""
     if isinstance(value, torch.Tensor):
         yield value
     elif isinstance(value, (tuple, list)):

@@ -18,8 +18,16 @@ from rnnbench.suites.layers import blocks
 from rnnbench.suites.parammap import MappingError, ParamMap, Piece
 
 _DIGITS = re.compile(r"\d+")
-_REVERSE = re.compile(r"(^|[._])(reverse|backward|bwd|bw|back|rev|b)($|[._])", re.IGNORECASE)
-_FORWARD = re.compile(r"(^|[._])(forward|fwd|fw|f)($|[._])", re.IGNORECASE)
+
+
+def _marker(words: str, letter: str) -> re.Pattern:
+    """A direction marker: one of `words` between separators, or `letter` alone as a dotted
+    component ("cells.b.weight"), never the "b" of "b_ih" or the "f" of a forget gate's "W_f"."""
+    return re.compile(rf"(^|[._])({words})($|[._])|(^|\.)({letter})($|\.)", re.IGNORECASE)
+
+
+_REVERSE = _marker("reverse|backward|bwd|bw|back|rev", "b")
+_FORWARD = _marker("forward|fwd|fw", "f")
 # Name fragments that say which side a parameter belongs to (lower case, after "W_"/"b_").
 _INPUT_SIDE = ("ih", "xh", "x2h", "i2h", "input", "inp", "wx", "w_x", "kernel")
 _HIDDEN_SIDE = ("hh", "h2h", "hidden", "recurrent", "rec", "wh", "w_h", "u")
@@ -27,7 +35,12 @@ _HIDDEN_SIDE = ("hh", "h2h", "hidden", "recurrent", "rec", "wh", "w_h", "u")
 
 def template(key: str) -> str:
     """A key with its layer numbers and direction markers taken out: the same for every layer."""
-    return _DIGITS.sub("#", _FORWARD.sub(r"\1\3", _REVERSE.sub(r"\1\3", key)))
+    return _DIGITS.sub("#", _FORWARD.sub(_separators, _REVERSE.sub(_separators, key)))
+
+
+def _separators(match: re.Match) -> str:
+    """A marker's match without the marker: the separators around it."""
+    return "".join(match[i] or "" for i in (1, 3, 4, 6))
 
 
 def learn_roles(cfg: Config, shapes: dict[str, tuple]) -> dict[str, tuple[str, str]]:

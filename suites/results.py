@@ -108,29 +108,40 @@ def undeclared_features(results: Iterable) -> dict[str, str]:
     return found
 
 
-def unmatched(result) -> bool:
-    """Whether a check failed only because the module's parameters could not be matched to the
-    spec's: it could not run, so it says nothing of the function the module computes."""
-    return result.outcome == "failed" and result.numbers.get("parameters_matched") is False
+# A check that failed without running says nothing of the function the module computes: the
+# flag its Finding's numbers carry -> why, as the numerics level then says it.
+NOT_RUN = {
+    "parameters_matched": "its parameters could not be matched to the spec's, so its function "
+                          "was not checked: --param-map KEY=NAME,... says which is which where "
+                          "whole parameters map",
+    "constructed": "its constructor needs arguments torch.nn's does not give, so its function "
+                   "was not checked: a function that takes torch.nn's arguments and supplies "
+                   "the others can stand in for it",
+}
 
 
-UNMATCHED = ("its parameters could not be matched to the spec's, so its function was not "
-             "checked: --param-map KEY=NAME,... says which is which where whole parameters map")
+def not_run(result) -> str | None:
+    """Why a check failed without running at all (`NOT_RUN`), or None."""
+    if result.outcome != "failed":
+        return None
+    return next((why for flag, why in NOT_RUN.items() if result.numbers.get(flag) is False), None)
 
 
 def judge(results: Iterable, interrupted: bool = False) -> dict[str, Verdict]:
     """Each level's Verdict on a run's results (`CheckResult`s, or anything with their
-    attributes); known failures (xfail) are not failures. A check whose module's parameters
-    could not be matched (`unmatched`) is no finding at the numerics level (a right function
-    behind names no rule can read is not a wrong one), but the level is then "not checked",
-    whatever else passed or did not finish: the checks that ran without the parameters prove
-    nothing of the function. The drop-in level fails on it."""
+    attributes); known failures (xfail) are not failures. A check that could not run at all
+    (`not_run`: parameters no rule can match, a constructor that needs more than torch.nn
+    gives) is no finding at the numerics level (a right function behind names no rule can read
+    is not a wrong one), but the level is then "not checked", whatever else passed or did not
+    finish: the checks that ran without it prove nothing of the function. The drop-in level
+    fails on it."""
     results = list(results)
-    unread = [r for r in results if r.category in NUMERIC_CATEGORIES and unmatched(r)]
+    unread = list(dict.fromkeys(why for r in results if r.category in NUMERIC_CATEGORIES
+                                and (why := not_run(r))))
     verdicts = {}
     for level in LEVELS:
         mine = [r for r in results if level == "drop-in"
-                or (r.category in NUMERIC_CATEGORIES and not unmatched(r))]
+                or (r.category in NUMERIC_CATEGORIES and not not_run(r))]
         failing = [r for r in mine if r.outcome in ("failed", "error") and not cut_short(r)]
         reasons = [group.sentence + (f" [{group.diagnosis}]" if group.diagnosis else "")
                    for group in group_failures(failing)]
@@ -142,7 +153,7 @@ def judge(results: Iterable, interrupted: bool = False) -> dict[str, Verdict]:
         if reasons:
             state = "does not conform"
         elif level == "numerics" and unread:
-            state, reasons = "not checked", [UNMATCHED]
+            state, reasons = "not checked", unread
         elif cut or interrupted:
             state = "incomplete"
             reasons = [f"{cut} checks did not finish" if cut else "the run was interrupted"]

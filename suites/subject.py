@@ -23,6 +23,8 @@ import numpy as np
 import torch
 
 from rnnbench.errors import one_line, raised_at
+from rnnbench.wording import listed
+from rnnbench.impls.adapt import CannotConstruct
 from rnnbench.impls.base import Implementation
 from rnnbench.reference import Uniform
 from rnnbench.reference.kinds import kind_of
@@ -90,8 +92,13 @@ class Subject:
 
     def construct(self, cfg, **kwargs) -> torch.nn.Module:
         """Call the constructor with torch.nn's arguments for `cfg` (plus `kwargs`)."""
-        module = call("the constructor", self.impl.constructor(self.kind),
-                      **cfg.constructor_kwargs(), **kwargs)
+        try:
+            module = call("the constructor", self.impl.constructor(self.kind),
+                          **cfg.constructor_kwargs(), **kwargs)
+        except Finding as finding:
+            if isinstance(finding.__cause__, CannotConstruct):
+                finding.numbers["constructed"] = False  # never ran: says nothing of the function
+            raise
         if not isinstance(module, torch.nn.Module):
             raise Finding(f"the constructor returned a {type(module).__name__}, "
                           "not a torch.nn.Module")
@@ -151,7 +158,7 @@ class Subject:
                 pmap = self._inferred(cfg, shapes)
         except parammap.MappingError as exc:
             skipped = unreadable(module)
-            unread = (f" (not read: {_listed([f'{k} ({why})' for k, why in skipped.items()])})"
+            unread = (f" (not read: {listed([f'{k} ({why})' for k, why in skipped.items()])})"
                       if skipped else "")
             if not shapes:
                 raise Finding(f"cannot match the module's parameters to {self.suite.contract}: its "
@@ -168,8 +175,13 @@ class Subject:
                                        for name, pieces in pmap.entries.items() if len(pieces) == 1})
         optional = self.suite.optional_parameters(cfg) if self.suite.optional_parameters else ()
         lacking = [name for name in pmap.missing if name not in optional]
+        unplaced = [f"{key} {shape}" for key, shape in shapes.items() if key not in pmap.keys()]
+        if lacking and unplaced:  # maybe there, where no rule finds it: the function not checked
+            raise Finding(f"no entry of the state_dict was found for {listed(lacking)}; not "
+                          f"placed: {listed(unplaced)}", "param_names", parameter=lacking[0],
+                          parameters_matched=False)
         if lacking:
-            raise Finding(f"state_dict lacks {_listed(lacking)}; it has {_listed(list(shapes))}",
+            raise Finding(f"state_dict lacks {listed(lacking)}; it has {listed(list(shapes))}",
                           "param_names", parameter=lacking[0])
         return cfg, pmap
 
@@ -287,11 +299,6 @@ def params_of(module: torch.nn.Module, cfg, pmap: ParamMap) -> dict[str, np.ndar
     values = spec_state(module, cfg, pmap)
     return {name: to_numpy(values[name]) if name in values else np.zeros(shape)
             for name, shape in spec_shapes(cfg).items()}
-
-
-def _listed(names: list[str], limit: int = 4) -> str:
-    shown = ", ".join(names[:limit])
-    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
 def draw(dist, rng: np.random.Generator, shape) -> np.ndarray:

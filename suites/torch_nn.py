@@ -40,7 +40,7 @@ from rnnbench.suites import (check_construction, check_dropout, check_packed, ch
                              param_roles)
 from rnnbench.suites.cases import OMITTED, Case, PackedCase
 from rnnbench.suites.check_construction import InvalidArgument
-from rnnbench.suites.check_errors import WRONG_INPUTS
+from rnnbench.suites.check_errors import INPUT_DTYPE, WRONG_INPUTS
 from rnnbench.suites.compare import SAMPLE_VALUES
 from rnnbench.suites.diagnoses import diagnose, final_state_mismatch
 from rnnbench.suites.divergence import locate
@@ -81,6 +81,8 @@ CASES: tuple[Case, ...] = (
     *_rows(("rnn",), "relu", 4, 6, input_size=3, hidden_size=5, num_layers=2, nonlinearity="relu"),
     *_rows(("lstm",), "projection-bidirectional", 2, 5, input_size=3, hidden_size=7, num_layers=2,
            bidirectional=True, proj_size=4, quick=True),
+    # The form from-scratch projections take: one layer, one direction.
+    *_rows(("lstm",), "projection", 3, 5, input_size=4, hidden_size=6, proj_size=2),
     *_rows(CELLS, "batched", 4, input_size=3, hidden_size=5, quick=True),
     *_rows(CELLS, "h0-omitted", 2, h0=False, features=OMITTED, input_size=3, hidden_size=5,
            quick=True),
@@ -153,6 +155,21 @@ INVALID_ARGUMENTS = (
 )
 
 
+# The probe's projection size for an LSTM with one: below input and hidden, so shapes still tell.
+_PROBE_PROJECTION = 2
+
+
+def role_probe(cfg: Config) -> Config:
+    """The probe parameter roles are learnt on for `cfg`: `probe_config`'s sizes, with the options
+    of `cfg` that decide which parameters exist (a projection) or whether the module can be
+    built at all (a module may take batch_first=True only)."""
+    probe = probe_config(cfg.kind)
+    if cfg.is_cell:
+        return probe
+    return probe.replace(batch_first=cfg.batch_first,
+                         proj_size=_PROBE_PROJECTION if cfg.proj_size else 0)
+
+
 def probe_config(kind: str) -> Config:
     """The configuration parameter roles are learnt on and features probed with: one layer and
     direction, input != hidden and hidden not a multiple of the gate count, so that shapes tell
@@ -197,16 +214,16 @@ def case_strategy(kind: str):
 
 # --- where the parameters are ----------------------------------------------------------------
 
-# (constructor, kind, device) -> the roles of its state_dict keys, or why they are unknown.
+# (constructor, probe, device) -> the roles of its state_dict keys, or why they are unknown.
 _ROLES: dict[tuple, dict | param_roles.MappingError] = {}
 
 
 def inferred_map(subject, cfg: Config, shapes: dict[str, tuple]):
     """The parameter map of a module that names or lays out its parameters its own way: roles
     learnt once per process on the probe module, applied to `cfg`'s keys."""
-    key = (subject.impl.kinds[subject.kind], subject.kind, subject.device)
+    probe = role_probe(cfg)
+    key = (subject.impl.kinds[subject.kind], probe, subject.device)
     if key not in _ROLES:
-        probe = probe_config(subject.kind)
         try:
             _ROLES[key] = param_roles.learn_roles(probe, state_shapes(subject.construct(probe)))
         except param_roles.MappingError as exc:
@@ -456,7 +473,7 @@ def record(kind: str) -> SuiteKind:
         probes["packed"] = probe_packed
     return SuiteKind(
         cases=_select(CASES, kind), construction_cases=_select(CONSTRUCTION_CASES, kind),
-        dtypes=("float64", "float32", "bfloat16", "float16"), wrong_inputs=WRONG_INPUTS,
+        dtypes=("float64", "float32", "bfloat16", "float16"), wrong_inputs=(*WRONG_INPUTS, INPUT_DTYPE),
         extra_checks=extra_checks(kind), contract="torch.nn's", param_map=inferred_map,
         optional_parameters=biases, flatten_result=flatten_result, sizes_of=batch_and_steps,
         shape_diagnosis=shape_diagnosis, final_state=final_state_mismatch, diagnose=diagnose,

@@ -16,6 +16,7 @@ from rnnbench.reference import Config
 from rnnbench.suites import param_roles, parammap
 from rnnbench.suites.torch_nn import probe_config
 from rnnbench.suites.parammap import MappingError, Piece
+from rnnbench.suites.results import Finding
 from rnnbench.suites.catalogue import suite_kind
 from rnnbench.suites.subject import Subject, load, params_of, spec_state
 
@@ -283,6 +284,82 @@ def test_a_reverse_direction_marked_bw_is_the_reverse_direction():
     assert pmap.entries["weight_ih_l0_reverse"] == (Piece("layers.0.layer_bw.cell.igates.weight"),)
     assert pmap.entries["weight_hh_l1"] == (Piece("layers.1.layer_fw.cell.hgates.weight"),)
     assert pmap.entries["bias_ih_l1_reverse"] == (Piece("layers.1.layer_bw.cell.igates.bias"),)
+
+
+class ShortNamesGRUCell(nn.Module):
+    """The commonest own names: W_ih, W_hh, b_ih, b_hh at the top level."""
+
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        self.W_ih = nn.Parameter(torch.zeros(3 * hidden_size, input_size))
+        self.W_hh = nn.Parameter(torch.zeros(3 * hidden_size, hidden_size))
+        self.b_ih = nn.Parameter(torch.zeros(3 * hidden_size))
+        self.b_hh = nn.Parameter(torch.zeros(3 * hidden_size))
+
+
+def test_the_b_of_a_bias_name_is_no_direction_marker():
+    _, pmap = roles_and_map("gru_cell", ShortNamesGRUCell)
+    assert pmap.entries["bias_ih"] == (Piece("b_ih"),) and pmap.entries["bias_hh"] == (Piece("b_hh"),)
+    assert param_roles.template("cells.b.weight") == param_roles.template("cells.f.weight")
+
+
+class OwnNamesProjectedLSTM(nn.Module):
+    """An LSTM with a projection, one layer, its own names; W_hr is there only when asked for."""
+
+    def __init__(self, input_size, hidden_size, proj_size=0):
+        super().__init__()
+        width = proj_size or hidden_size
+        self.W_ih = nn.Parameter(torch.zeros(4 * hidden_size, input_size))
+        self.W_hh = nn.Parameter(torch.zeros(4 * hidden_size, width))
+        if proj_size:
+            self.W_hr = nn.Parameter(torch.zeros(proj_size, hidden_size))
+
+
+def test_a_projection_is_found_by_a_probe_that_has_one():
+    _, pmap = roles_and_map("lstm", OwnNamesProjectedLSTM, Config("lstm", 4, 7, proj_size=3))
+    assert pmap.entries["weight_hr_l0"] == (Piece("W_hr"),)
+    assert pmap.entries["weight_hh_l0"] == (Piece("W_hh"),)
+
+
+class DirectionSubmodulesRNN(nn.Module):
+    """Each layer's directions submodules of their own: `straight`, and `other` only when
+    bidirectional, a name no rule reads as the reverse direction."""
+
+    def __init__(self, input_size, hidden_size, num_layers=1, bidirectional=False):
+        super().__init__()
+        self.layers = nn.ModuleList(
+            nn.ModuleDict({"straight": nn.RNNCell(input_size if layer == 0 else 2 * hidden_size, hidden_size),
+                           **({"other": nn.RNNCell(input_size if layer == 0 else 2 * hidden_size,
+                                                   hidden_size)} if bidirectional else {})})
+            for layer in range(num_layers))
+
+
+def test_a_parameter_not_found_beside_keys_not_placed_leaves_the_function_not_checked():
+    cfg = Config("rnn", 4, 7, num_layers=2, bidirectional=True)
+    with pytest.raises(Finding, match="not placed: layers.0.other.weight_ih") as raised:
+        roles_and_map("rnn", DirectionSubmodulesRNN, cfg)
+    assert raised.value.numbers["parameters_matched"] is False
+
+
+class PeepholeNamesCell(nn.Module):
+    """Own names for torch.nn's four parameters and five entries torch.nn has not."""
+
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        self.W_ih = nn.Parameter(torch.zeros(4 * hidden_size, input_size))
+        self.W_hh = nn.Parameter(torch.zeros(4 * hidden_size, hidden_size))
+        for name in ("w_ci", "w_cf", "w_co", "gain", "shift"):
+            setattr(self, name, nn.Parameter(torch.zeros(hidden_size)))
+
+
+def test_renamed_parameters_name_the_entries_torch_has_not_too_and_how_many():
+    from rnnbench.suites.runner import run_checks
+
+    [result] = run_checks(Implementation("p", {"lstm_cell": PeepholeNamesCell}),
+                          checks="parameters/batched")
+    assert result.outcome == "failed" and "W_ih -> weight_ih" in result.message
+    assert result.message.endswith("it also has entries torch.nn's has not: w_ci, w_cf, w_co, "
+                                   "gain and 1 more")
 
 
 def test_keys_that_differ_only_in_a_number_on_the_probe_are_refused_not_mixed_up():

@@ -110,3 +110,24 @@ def test_a_zero_state_of_a_fixed_other_dtype_is_one_cause_in_every_dtype():
     results = run_checks(impl, checks="forward-float32/h0-omitted,forward-float16/h0-omitted")
     assert len(results) == 2 and all(r.outcome == "failed" for r in results)
     assert {r.diagnosis for r in results} == {"h0_none_unhandled"}, _listing(results)
+
+
+class BatchFromSecondAxis(nn.RNN):
+    """A hand-written loop whose omitted state takes the batch from the input's second axis: for
+    unbatched (L, I) input it is (I, H), and broadcasting makes the output (L, I, H)."""
+
+    def forward(self, input, hx=None):
+        h = input.new_zeros(input.size(1), self.hidden_size) if hx is None else hx[0]
+        outputs = []
+        for x_t in input:
+            h = torch.tanh(x_t @ self.weight_ih_l0.T + self.bias_ih_l0
+                           + h @ self.weight_hh_l0.T + self.bias_hh_l0)
+            outputs.append(h)
+        return torch.stack(outputs), h[None]
+
+
+def test_a_misshapen_zero_state_in_the_inputs_dtype_is_not_blamed_on_the_default_dtype():
+    impl = Implementation("second-axis", {"rnn": BatchFromSecondAxis})
+    results = run_checks(impl, checks="forward/unbatched-h0-omitted,forward-float32/unbatched-h0-omitted")
+    assert len(results) == 2 and all(r.outcome == "failed" for r in results), _listing(results)
+    assert {r.diagnosis for r in results} == {"h0_none_unhandled"}, _listing(results)

@@ -51,6 +51,24 @@ def test_parameters_no_rule_can_match_leave_the_function_not_checked_never_wrong
         assert states(unmatched + [other])["numerics"] == "not checked"
 
 
+def test_a_constructor_that_needs_more_than_torch_gives_leaves_the_function_not_checked():
+    from torch import nn
+
+    from rnnbench.impls import Implementation
+    from rnnbench.suites.runner import run_checks
+
+    class TaggedRNN(nn.RNN):
+        def __init__(self, input_size, hidden_size, tag):
+            super().__init__(input_size, hidden_size)
+
+    results = run_checks(Implementation("tagged", {"rnn": TaggedRNN}), kinds=["rnn"],
+                         checks="forward/single-layer,parameters/single-layer")
+    verdicts = judge(results)
+    assert states(results) == {"numerics": "not checked", "drop-in": "does not conform"}
+    assert "needs arguments torch.nn's does not give" in verdicts["numerics"].reasons[0]
+    assert "requires `tag`" in verdicts["drop-in"].reasons[0]
+
+
 @pytest.mark.parametrize("source, drop_in", [("declared", "conforms"),
                                              ("signature", "does not conform"),
                                              ("observed", "does not conform")])

@@ -38,6 +38,8 @@ PLANTED = [
     Planted(f"{ZOO}/state_bugs.py:HnDirectionMajor", "gru", "h_n_layout", "h_n stacked direction-major (all forward layers, then all reverse)"),
     Planted(f"{ZOO}/state_bugs.py:HnIsCellState", "lstm", "output_h_n_mismatch", "returns (c_n, h_n) instead of (h_n, c_n)"),
     Planted(f"{ZOO}/state_bugs.py:BroadcastsH0", "rnn", "silent_broadcast", "no h0 shape check: a broadcastable wrong h0 is accepted"),
+    Planted(f"{ZOO}/state_bugs.py:CastsInput", "lstm_cell", "input_dtype_accepted",
+            "an input of another dtype is cast to the parameters' instead of refused"),
     Planted(f"{ZOO}/state_bugs.py:MutatesInput", "gru", "input_mutated", "zeroes the caller's input tensor after use"),
     Planted(f"{ZOO}/state_bugs.py:UnbatchedAsBatch", "rnn", None, "unbatched (L, I) taken as one step of L sequences"),
     # cell math
@@ -196,6 +198,7 @@ REAL_CODE = [
                             "factory_kwargs"), "signature")),
     RealCode(f"{REAL}:QuantizableLSTM", "lstm", "param_shapes", NO, NO,
              {"proj_size": "signature", "packed": "observed"}),
+    RealCode(f"{REAL}:ZeroPeepholeLSTMCell", "lstm_cell", "other_parameters", NO, NO, {}),
     RealCode(f"{REAL}:WeightNormLSTM", "lstm", "param_names", UNCHECKED, NO, {}),
     RealCode(f"{REAL}:DynamicQuantizedLSTM", "lstm", "param_names", UNCHECKED, NO,
              {"proj_size": "signature", "factory_kwargs": "signature", "unbatched": "observed"}),

@@ -18,6 +18,9 @@ catalogue.py (REAL_CODE).
 - `DynamicQuantizedLSTM`: torch's dynamically quantized LSTM, whose state_dict holds its packed
   weights as script objects, no tensors, and whose constructor passes **kwargs on to a base
   without `proj_size`: its function is not checked, never called wrong.
+- `ZeroPeepholeLSTMCell`: torch.nn's cell plus peepholes from the cell state into the input,
+  forget and output gates, started at zero as many ports start them: another function that
+  equals torch.nn's until the peepholes are trained, so they must be varied to be seen.
 - `WeightNormLSTM`: nn.LSTM with weight normalisation on its recurrent weights
   (`torch.nn.utils.parametrizations.weight_norm`): state_dict keeps each as two originals (a
   magnitude and a direction) from which forward computes it, so its function is not checked
@@ -142,6 +145,30 @@ class NoArgumentValidationRNN(nn.Module):
 
 QuantizableLSTM = torch.ao.nn.quantizable.LSTM
 DynamicQuantizedLSTM = torch.ao.nn.quantized.dynamic.LSTM
+
+
+class ZeroPeepholeLSTMCell(nn.LSTMCell):
+    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
+        super().__init__(input_size, hidden_size, bias, device=device, dtype=dtype)
+        self.w_ci, self.w_cf, self.w_co = (
+            nn.Parameter(torch.zeros(hidden_size, device=device, dtype=dtype)) for _ in range(3))
+
+    def forward(self, input, hx=None):
+        batched = input.dim() == 2
+        x = input if batched else input[None]
+        if hx is None:
+            h = c = x.new_zeros(x.shape[0], self.hidden_size)
+        else:
+            h, c = (s if batched else s[None] for s in hx)
+        gates = x @ self.weight_ih.T + h @ self.weight_hh.T
+        if self.bias:
+            gates = gates + self.bias_ih + self.bias_hh
+        i, f, g, o = gates.chunk(4, dim=1)
+        i = torch.sigmoid(i + self.w_ci * c)
+        f = torch.sigmoid(f + self.w_cf * c)
+        c = f * c + i * torch.tanh(g)
+        h = torch.sigmoid(o + self.w_co * c) * torch.tanh(c)
+        return (h, c) if batched else (h[0], c[0])
 
 
 class WeightNormLSTM(nn.LSTM):

@@ -1,7 +1,7 @@
 """Planted bugs in the initial state, h_n and the unbatched path: each overrides one hook."""
 import torch
 
-from _base import GRU, LSTM, RNN
+from _base import GRU, LSTM, RNN, LSTMCell
 
 
 class H0NoneCrashes(RNN):
@@ -41,6 +41,12 @@ class HnIsCellState(LSTM):
 class BroadcastsH0(RNN):
     def check_state(self, state, shape):
         pass  # any state that broadcasts is accepted
+
+
+class CastsInput(LSTMCell):
+    def to_steps(self, input):
+        # an input of another dtype is cast to the parameters' instead of refused
+        return super().to_steps(input.to(self.weight_ih.dtype))
 
 
 class MutatesInput(GRU):

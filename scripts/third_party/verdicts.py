@@ -49,6 +49,11 @@ TARGETS = [
     *(_adapter("flashrnn_cpu.py", "VANILLA", kind, "flashrnn") for kind in ("lstm", "gru")),
     _adapter("flashrnn_cpu.py", "VANILLA_FWBW", "lstm", "flashrnn"),
     _adapter("torchidl_model.py", "IMPLEMENTATION", "implicit", "torchidl"),
+    *(_adapter("numpy_ml_cells.py", "IMPLEMENTATION", kind, "numpy_ml") for kind in ("rnn", "lstm")),
+    *(_adapter("jax_cells.py", "IMPLEMENTATION", kind, "equinox")
+      for kind in ("lstm", "gru", "lstm_cell", "gru_cell")),
+    *(_adapter("jax_cells.py", "FLAX", kind, "flax")
+      for kind in ("rnn", "lstm", "gru", "rnn_cell", "lstm_cell", "gru_cell")),
 ]
 
 

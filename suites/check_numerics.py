@@ -31,34 +31,18 @@ def check_forward(subject, case, dtype: str) -> dict:
     """Outputs and final states equal the reference's within the policy tolerance, whatever
     values the module's parameters outside the spec's hold."""
     run = Run(subject, case, dtype, "forward")
-    others = other_parameters(run)
-    numbers = compare_noting(run, observe(run), others)
-    require_unchanged_by(run, others)
+    numbers = compare_forward(run, observe(run))
+    require_no_other_parameters(run)
     return numbers
 
 
-def compare_noting(run: Run, observed: dict, others: dict) -> dict:
-    """`compare_forward`, its undiagnosed finding naming the module's `others` (parameters the
-    spec has no place for): where to look first."""
-    try:
-        return compare_forward(run, observed)
-    except Finding as finding:
-        if others and not finding.diagnosis:
-            finding.message += f" (it has parameters the spec has no place for: {listed(others)})"
-        raise
-
-
-def other_parameters(run: Run) -> dict[str, torch.nn.Parameter]:
-    """The module's trainable parameters no spec parameter is read from, by name."""
+def require_no_other_parameters(run: Run) -> None:
+    """The outputs still match with every trainable parameter no spec parameter is read from
+    set to normal draws; Finding(other_parameters) naming them when they do not."""
     stored = spec_parameters(run.module, run.cfg, run.pmap)
     owners = {id(owner) for parts in stored.values() for owner, _, _ in parts}
-    named = call("named_parameters()", lambda: list(run.module.named_parameters()))
-    return {name: p for name, p in named if p.requires_grad and id(p) not in owners}
-
-
-def require_unchanged_by(run: Run, others: dict[str, torch.nn.Parameter]) -> None:
-    """The outputs still match with `others` set to normal draws; Finding(other_parameters)
-    naming them when they do not. Their values are restored either way."""
+    others = {name: p for name, p in call("named_parameters()", lambda: list(run.module.named_parameters()))
+              if p.requires_grad and id(p) not in owners}
     if not others:
         return
     rng = run.subject.rng("other-parameters", run.case.name)
@@ -85,7 +69,7 @@ def check_gradients(subject, case, dtype: str) -> dict:
     # Training mode: cuDNN computes RNN gradients only there; these cases have no dropout.
     run = Run(subject, case, dtype, "gradients", train=True)
     outputs, leaves, stored = forward_for_gradients(run)
-    compare_noting(run, {name: to_numpy(t) for name, t in outputs.items()}, other_parameters(run))
+    compare_forward(run, {name: to_numpy(t) for name, t in outputs.items()})
     observed, expected, grad_out = gradients(run, outputs, leaves, stored)
     try:
         return require_gradients_close(observed, expected,

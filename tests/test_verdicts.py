@@ -69,28 +69,6 @@ def test_a_constructor_that_needs_more_than_torch_gives_leaves_the_function_not_
     assert "requires `tag`" in verdicts["drop-in"].reasons[0]
 
 
-def test_a_difference_names_the_parameters_the_spec_has_no_place_for():
-    import torch
-    from torch import nn
-
-    from rnnbench.impls import Implementation
-    from rnnbench.suites.runner import run_checks
-
-    class GainRNNCell(nn.RNNCell):
-        def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh"):
-            super().__init__(input_size, hidden_size, bias, nonlinearity)
-            self.gain = nn.Parameter(torch.full((hidden_size,), 2.0))
-
-        def forward(self, input, hx=None):
-            return self.gain * super().forward(input, hx)
-
-    results = run_checks(Implementation("gain", {"rnn_cell": GainRNNCell}),
-                         checks="forward/batched,gradients/batched")
-    assert [r.outcome for r in results] == ["failed", "failed"]
-    assert all(r.message.endswith("(it has parameters the spec has no place for: gain)")
-               for r in results)
-
-
 @pytest.mark.parametrize("source, drop_in", [("declared", "conforms"),
                                              ("signature", "does not conform"),
                                              ("observed", "does not conform")])

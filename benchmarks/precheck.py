@@ -44,7 +44,7 @@ def forward_conformance(impl: Implementation, workload: Workload, device: str = 
     from rnnbench.suites.cases import Case
     from rnnbench.suites.catalogue import suite_kind
     from rnnbench.suites.check_numerics import check_forward
-    from rnnbench.suites.results import Finding, NotSupported
+    from rnnbench.suites.results import NOT_RUN, Finding, NotSupported
     from rnnbench.suites.subject import Subject
 
     cfg = workload.config
@@ -65,7 +65,7 @@ def forward_conformance(impl: Implementation, workload: Workload, device: str = 
             warnings.simplefilter("ignore")
             check_forward(Subject(impl, workload.kind, device, seed, suite), case, dtype)
     except Finding as finding:
-        if finding.numbers.get("parameters_matched") is False:
+        if any(finding.numbers.get(flag) is False for flag in NOT_RUN):
             # The conformance suite's remedy is its --param-map option; bench and run take the
             # map from the Implementation.
             return Conformance(False, "its parameters could not be matched to the spec's, so its "

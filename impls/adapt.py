@@ -23,12 +23,14 @@ torch.nn's arguments, or an `Adapted` constructor that takes torch.nn's full arg
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import re
 import warnings
 from collections.abc import Callable
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -129,7 +131,9 @@ class Adapted:
             keywords = {name: value for name, value in defaults.items()
                         if name in self.taken and name not in rejected}
             try:
-                with warnings.catch_warnings():
+                # The generators are left as they were: whether this build ran first in a
+                # process must not change what the module draws next.
+                with warnings.catch_warnings(), torch.random.fork_rng(), _numpy_random_kept():
                     warnings.simplefilter("ignore")
                     if self.by_name:
                         self.constructor(**_PROBE_SIZES, **keywords)
@@ -201,6 +205,16 @@ class Adapted:
             return Config(self.kind, **{k: v for k, v in given.items() if k not in ("device", "dtype")})
         except (TypeError, ValueError):
             return None
+
+
+@contextlib.contextmanager
+def _numpy_random_kept():
+    """NumPy's global generator as it was, after the block."""
+    state = np.random.get_state()
+    try:
+        yield
+    finally:
+        np.random.set_state(state)
 
 
 def _is_plain_class(constructor) -> bool:

@@ -37,30 +37,48 @@ def check_forward(subject, case, dtype: str) -> dict:
 
 
 def require_no_other_parameters(run: Run) -> None:
-    """The outputs still match with every trainable parameter no spec parameter is read from
-    set to normal draws; Finding(other_parameters) naming them when they do not."""
-    stored = spec_parameters(run.module, run.cfg, run.pmap)
-    owners = {id(owner) for parts in stored.values() for owner, _, _ in parts}
-    others = {name: p for name, p in call("named_parameters()", lambda: list(run.module.named_parameters()))
-              if p.requires_grad and id(p) not in owners}
+    """The outputs still match with every trainable parameter outside the spec's set to normal
+    draws; Finding(other_parameters) naming those that move them (each varied alone) when they
+    do not. Their values are restored either way."""
+    others = other_parameters(run)
     if not others:
         return
-    rng = run.subject.rng("other-parameters", run.case.name)
-    kept = {name: p.detach().clone() for name, p in others.items()}
+    finding = _varied(run, others)
+    if finding is None:
+        return
+    movers = [name for name in others if _varied(run, {name: others[name]}) is not None]
+    movers = movers or list(others)  # only together: all of them
+    raise Finding(f"the output depends on {listed(movers)}, which the spec's function has no place "
+                  f"for: set to other values, {finding.message}", "other_parameters",
+                  parameter=movers[0])
+
+
+def other_parameters(run: Run) -> dict[str, torch.nn.Parameter]:
+    """The module's trainable parameters that share no storage with a state_dict entry a spec
+    parameter is read from, by name."""
+    state = call("state_dict()", run.module.state_dict)
+    read = {state[key].untyped_storage().data_ptr() for key in run.pmap.keys()}
+    named = call("named_parameters()", lambda: list(run.module.named_parameters()))
+    return {name: p for name, p in named
+            if p.requires_grad and p.untyped_storage().data_ptr() not in read}
+
+
+def _varied(run: Run, parameters: dict[str, torch.nn.Parameter]) -> Finding | None:
+    """The forward's finding with `parameters` set to normal draws (None if it still matches)."""
+    rng = run.subject.rng("other-parameters", run.case.name, *parameters)
+    kept = {name: p.detach().clone() for name, p in parameters.items()}
     try:
         with torch.no_grad():
-            for p in others.values():
+            for p in parameters.values():
                 p.copy_(torch.as_tensor(rng.normal(size=tuple(p.shape)), dtype=p.dtype))
-        try:
-            compare_forward(run, observe(run))
-        except Finding as finding:
-            raise Finding(f"the output depends on {listed(others)}, which the spec's function has no "
-                          f"place for: set to other values, {finding.message}",
-                          "other_parameters", parameter=next(iter(others))) from None
+        compare_forward(run, observe(run))
+    except Finding as finding:
+        return finding
     finally:
         with torch.no_grad():
-            for name, p in others.items():
+            for name, p in parameters.items():
                 p.copy_(kept[name])
+    return None
 
 
 def check_gradients(subject, case, dtype: str) -> dict:

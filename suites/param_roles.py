@@ -22,8 +22,9 @@ _DIGITS = re.compile(r"\d+")
 
 def _marker(words: str, letter: str) -> re.Pattern:
     """A direction marker: one of `words` between separators, or `letter` alone as a dotted
-    component ("cells.b.weight"), never the "b" of "b_ih" or the "f" of a forget gate's "W_f"."""
-    return re.compile(rf"(^|[._])({words})($|[._])|(^|\.)({letter})($|\.)", re.IGNORECASE)
+    component before another ("cells.b.weight"), never the "b" of "b_ih", a bias named "b"
+    ("layers.0.b") or the "f" of a forget gate's "W_f"."""
+    return re.compile(rf"(^|[._])({words})($|[._])|(^|\.)({letter})(\.)", re.IGNORECASE)
 
 
 _REVERSE = _marker("reverse|backward|bwd|bw|back|rev", "b")
@@ -243,10 +244,15 @@ def _units(cfg: Config, keys: list[str]) -> dict[str, tuple[int, int]]:
     units = {}
     for key in keys:
         match = re.search(r"_l(\d+)(_reverse)?$", key)
-        if match:
-            units[key] = (int(match.group(1)), 1 if match.group(2) else 0)
+        if match:  # torch's suffix, in a direction's own submodule ("bwd.weight_ih_l0") too
+            reverse = match.group(2) or _REVERSE.search(key[:match.start()])
+            units[key] = (int(match.group(1)), 1 if reverse else 0)
     rest = [key for key in keys if key not in units]
     if not rest:
+        return units
+    marked = any(_REVERSE.search(key) for key in rest)
+    if marked and cfg.num_layers == 1:  # one layer: the markers alone tell the directions
+        units.update({key: (0, 1 if _REVERSE.search(key) else 0) for key in rest})
         return units
     numbers = {key: [int(n) for n in _DIGITS.findall(key)] for key in rest}
     # The numbers that differ between keys of the same template are the unit's.
@@ -259,7 +265,6 @@ def _units(cfg: Config, keys: list[str]) -> dict[str, tuple[int, int]]:
             raise MappingError(f"cannot tell which layer {key} belongs to (give --param-map)")
         varying[key] = numbers[key][positions[0]]
     low = min(varying.values())
-    marked = any(_REVERSE.search(key) for key in rest)
     for key, n in varying.items():
         if marked or directions == 1:
             units[key] = (n - low, 1 if _REVERSE.search(key) else 0)

@@ -114,6 +114,9 @@ NOT_RUN = {
     "parameters_matched": "its parameters could not be matched to the spec's, so its function "
                           "was not checked: --param-map KEY=NAME,... says which is which where "
                           "whole parameters map",
+    "parameters_readable": "its parameters are held in a form they cannot be read from (packed, "
+                           "or reparametrized by weight_norm or spectral_norm), so its function "
+                           "was not checked",
     "constructed": "its constructor needs arguments torch.nn's does not give, so its function "
                    "was not checked: a function that takes torch.nn's arguments and supplies "
                    "the others can stand in for it",

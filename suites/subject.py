@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from torch.nn.utils.spectral_norm import SpectralNorm
+from torch.nn.utils.weight_norm import WeightNorm
 
 from rnnbench.errors import one_line, raised_at
 from rnnbench.wording import listed
@@ -48,27 +50,35 @@ def call(what: str, function, *args, **kwargs):
 
 # A state_dict entry torch.nn.utils.parametrize keeps for a parametrized weight.
 _PARAMETRIZED = re.compile(r"(^|\.)parametrizations\.[^.]+\.original\d*$")
+# The entries the older hooks (torch.nn.utils.weight_norm, spectral_norm) keep for a weight.
+_HOOK_ENTRIES = {WeightNorm: ("_g", "_v"), SpectralNorm: ("_orig", "_u", "_v")}
 
 
 def state_shapes(module: torch.nn.Module) -> dict[str, tuple]:
     """The shapes of the state_dict entries the spec's parameters can be read from, which
     `unreadable` entries are not."""
     state = call("state_dict()", module.state_dict)
-    return {key: tuple(value.shape) for key, value in state.items() if not _unreadable(key, value)}
+    skipped = unreadable(module)
+    return {key: tuple(value.shape) for key, value in state.items() if key not in skipped}
 
 
 def unreadable(module: torch.nn.Module) -> dict[str, str]:
     """The state_dict entries no spec parameter can be read from, with what each is: no tensor
-    (a quantized module's packed weights), or an original of a parametrized weight (weight_norm,
-    spectral_norm, ...), whose value in forward is computed from it, not it."""
+    (a quantized module's packed weights), or what a reparametrized weight (weight_norm,
+    spectral_norm, old or new) is computed from in every forward, not the weight itself."""
     state = call("state_dict()", module.state_dict)
-    return {key: why for key, value in state.items() if (why := _unreadable(key, value))}
-
-
-def _unreadable(key: str, value) -> str:
-    if not isinstance(value, torch.Tensor):
-        return type(value).__name__
-    return "an original of a parametrized weight" if _PARAMETRIZED.search(key) else ""
+    hooked = {f"{prefix}{'.' if prefix else ''}{hook.name}{suffix}"
+              for prefix, submodule in module.named_modules()
+              for hook in submodule._forward_pre_hooks.values()
+              for kind, suffixes in _HOOK_ENTRIES.items() if isinstance(hook, kind)
+              for suffix in suffixes}
+    found = {}
+    for key, value in state.items():
+        if not isinstance(value, torch.Tensor):
+            found[key] = type(value).__name__
+        elif key in hooked or _PARAMETRIZED.search(key):
+            found[key] = "what a reparametrized weight is computed from"
+    return found
 
 
 def to_numpy(tensor: torch.Tensor) -> np.ndarray:
@@ -158,14 +168,13 @@ class Subject:
                 pmap = self._inferred(cfg, shapes)
         except parammap.MappingError as exc:
             skipped = unreadable(module)
-            unread = (f" (not read: {listed([f'{k} ({why})' for k, why in skipped.items()])})"
-                      if skipped else "")
-            if not shapes:
-                raise Finding(f"cannot match the module's parameters to {self.suite.contract}: its "
-                              f"state_dict holds nothing to read them from{unread}",
-                              "param_names", parameters_matched=False) from None
+            if skipped:  # no map can help: the values forward uses are not in the state_dict
+                raise Finding(f"cannot match the module's parameters to {self.suite.contract}: "
+                              f"{exc} (not read: "
+                              f"{listed([f'{k} ({why})' for k, why in skipped.items()])})",
+                              "param_names", parameters_readable=False) from None
             raise Finding(f"cannot match the module's parameters to {self.suite.contract}: {exc}"
-                          f"{unread}; say which is which with --param-map KEY=NAME,... (its keys: "
+                          f"; say which is which with --param-map KEY=NAME,... (its keys: "
                           f"{', '.join(f'{k} {s}' for k, s in shapes.items())}; the spec's "
                           f"names: {', '.join(spec_shapes(cfg))}; NAME.T: stored transposed; "
                           "several keys given one name are stacked in the order given)",
@@ -175,8 +184,13 @@ class Subject:
                                        for name, pieces in pmap.entries.items() if len(pieces) == 1})
         optional = self.suite.optional_parameters(cfg) if self.suite.optional_parameters else ()
         lacking = [name for name in pmap.missing if name not in optional]
-        unplaced = [f"{key} {shape}" for key, shape in shapes.items() if key not in pmap.keys()]
-        if lacking and unplaced:  # maybe there, where no rule finds it: the function not checked
+        wanted = {tuple(shape) for name, shape in spec_shapes(cfg).items() if name in lacking}
+        wanted |= {shape[::-1] for shape in wanted}
+        # A key no rule placed that is shaped like a parameter the map lacks may be it: the
+        # function is then not checked, rather than failed for a parameter it may have.
+        unplaced = [f"{key} {shape}" for key, shape in shapes.items()
+                    if key not in pmap.keys() and tuple(shape) in wanted]
+        if lacking and unplaced:
             raise Finding(f"no entry of the state_dict was found for {listed(lacking)}; not "
                           f"placed: {listed(unplaced)}", "param_names", parameter=lacking[0],
                           parameters_matched=False)

@@ -155,8 +155,9 @@ INVALID_ARGUMENTS = (
 )
 
 
-# The probe's projection size for an LSTM with one: below input and hidden, so shapes still tell.
-_PROBE_PROJECTION = 2
+# The probe's projection size for an LSTM with one: unlike input and hidden, and with input + it
+# unlike hidden, so that shapes still tell the blocks apart (a matrix over [x, h] among them).
+_PROBE_PROJECTION = 1
 
 
 def role_probe(cfg: Config) -> Config:
@@ -220,18 +221,29 @@ _ROLES: dict[tuple, dict | param_roles.MappingError] = {}
 
 def inferred_map(subject, cfg: Config, shapes: dict[str, tuple]):
     """The parameter map of a module that names or lays out its parameters its own way: roles
-    learnt once per process on the probe module, applied to `cfg`'s keys."""
-    probe = role_probe(cfg)
+    learnt once per process on the probe module, applied to `cfg`'s keys. A projection's role
+    comes from a probe that has one, the others' from one without: a module that ignores
+    proj_size is then read as lacking its projection, not as unreadable."""
+    roles = _roles(subject, role_probe(cfg.replace(proj_size=0)))
+    if isinstance(roles, param_roles.MappingError):
+        raise roles
+    projected = _roles(subject, role_probe(cfg)) if cfg.proj_size else {}
+    if isinstance(projected, dict):
+        roles = {**roles, **{name: role for name, role in projected.items()
+                             if role[0] == "weight_hr"}}
+    return param_roles.resolve(cfg, shapes, roles)
+
+
+def _roles(subject, probe: Config) -> dict | param_roles.MappingError:
+    """The roles learnt on `probe` for the subject's constructor (once per process), or why
+    they cannot be."""
     key = (subject.impl.kinds[subject.kind], probe, subject.device)
     if key not in _ROLES:
         try:
             _ROLES[key] = param_roles.learn_roles(probe, state_shapes(subject.construct(probe)))
         except param_roles.MappingError as exc:
             _ROLES[key] = exc
-    roles = _ROLES[key]
-    if isinstance(roles, param_roles.MappingError):
-        raise roles
-    return param_roles.resolve(cfg, shapes, roles)
+    return _ROLES[key]
 
 
 def biases(cfg: Config) -> tuple[str, ...]:

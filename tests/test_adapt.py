@@ -138,6 +138,21 @@ def test_kwargs_passed_on_to_code_that_rejects_them_are_arguments_not_taken():
         adapted(3, 5, proj_size=2)
 
 
+def test_learning_the_rejected_keywords_leaves_the_generators_as_they_were():
+    import numpy as np
+
+    class DrawsOnBuild(ForwardsKeywordsLSTM):
+        def __init__(self, input_size, hidden_size, **kwargs):
+            super().__init__(input_size, hidden_size, **kwargs)
+            np.random.rand()
+
+    torch.manual_seed(0), np.random.seed(0)
+    expected = torch.rand(1), np.random.rand()
+    torch.manual_seed(0), np.random.seed(0)
+    assert adapt("lstm", DrawsOnBuild).unsupported  # built, and rejected keywords found
+    assert (torch.rand(1), np.random.rand()) == expected
+
+
 def test_positional_only_and_renamed_constructors_work():
     gru = adapt("gru", PositionalOnlyGRU)(3, 5, num_layers=2)
     assert gru.num_layers == 2
@@ -297,6 +312,20 @@ class ShortNamesGRUCell(nn.Module):
         self.b_hh = nn.Parameter(torch.zeros(3 * hidden_size))
 
 
+class OneLayerWithTemperatureRNN(nn.RNN):
+    """Ignores num_layers (one layer whatever is asked), and keeps a scalar of its own."""
+
+    def __init__(self, input_size, hidden_size, num_layers=1):
+        super().__init__(input_size, hidden_size)
+        self.temperature = nn.Parameter(torch.ones(()))
+
+
+def test_a_missing_layer_beside_a_key_no_parameter_could_be_is_a_finding():
+    with pytest.raises(Finding, match="state_dict lacks weight_ih_l1") as raised:
+        roles_and_map("rnn", OneLayerWithTemperatureRNN, Config("rnn", 4, 7, num_layers=2))
+    assert "parameters_matched" not in raised.value.numbers
+
+
 def test_the_b_of_a_bias_name_is_no_direction_marker():
     _, pmap = roles_and_map("gru_cell", ShortNamesGRUCell)
     assert pmap.entries["bias_ih"] == (Piece("b_ih"),) and pmap.entries["bias_hh"] == (Piece("b_hh"),)
@@ -336,7 +365,7 @@ class DirectionSubmodulesRNN(nn.Module):
 
 def test_a_parameter_not_found_beside_keys_not_placed_leaves_the_function_not_checked():
     cfg = Config("rnn", 4, 7, num_layers=2, bidirectional=True)
-    with pytest.raises(Finding, match="not placed: layers.0.other.weight_ih") as raised:
+    with pytest.raises(Finding, match="not placed: layers.0.other.weight_hh") as raised:
         roles_and_map("rnn", DirectionSubmodulesRNN, cfg)
     assert raised.value.numbers["parameters_matched"] is False
 
@@ -360,6 +389,44 @@ def test_renamed_parameters_name_the_entries_torch_has_not_too_and_how_many():
     assert result.outcome == "failed" and "W_ih -> weight_ih" in result.message
     assert result.message.endswith("it also has entries torch.nn's has not: w_ci, w_cf, w_co, "
                                    "gain and 1 more")
+
+
+class LetteredStackRNN(nn.Module):
+    """Layers of W, U and a bias named b: the commonest from-scratch names."""
+
+    def __init__(self, input_size, hidden_size, num_layers=1):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.ParameterDict({
+            "W": nn.Parameter(torch.zeros(hidden_size, input_size if n == 0 else hidden_size)),
+            "U": nn.Parameter(torch.zeros(hidden_size, hidden_size)),
+            "b": nn.Parameter(torch.zeros(hidden_size))}) for n in range(num_layers))
+
+
+class DirectionModulesGRU(nn.Module):
+    """One torch GRU per direction, as `fwd` and `bwd` (or cells under `f` and `b`)."""
+
+    def __init__(self, input_size, hidden_size, bidirectional=False, cells=False):
+        super().__init__()
+        make = (lambda: nn.GRUCell(input_size, hidden_size)) if cells else (
+            lambda: nn.GRU(input_size, hidden_size))
+        names = ("f", "b") if cells else ("fwd", "bwd")
+        self.directions = nn.ModuleDict({name: make() for name in names[:1 + bidirectional]})
+
+
+class DirectionCellsGRU(DirectionModulesGRU):
+    def __init__(self, input_size, hidden_size, bidirectional=False):
+        super().__init__(input_size, hidden_size, bidirectional, cells=True)
+
+
+def test_a_bias_named_b_is_a_bias_and_direction_modules_are_directions():
+    _, pmap = roles_and_map("rnn", LetteredStackRNN, Config("rnn", 4, 7, num_layers=2))
+    assert pmap.entries["bias_ih_l1"] == (Piece("layers.1.b"),)
+    bidirectional = Config("gru", 4, 7, bidirectional=True)
+    _, pmap = roles_and_map("gru", DirectionModulesGRU, bidirectional)
+    assert pmap.entries["weight_ih_l0_reverse"] == (Piece("directions.bwd.weight_ih_l0"),)
+    assert pmap.entries["weight_ih_l0"] == (Piece("directions.fwd.weight_ih_l0"),)
+    _, pmap = roles_and_map("gru", DirectionCellsGRU, bidirectional)
+    assert pmap.entries["weight_hh_l0_reverse"] == (Piece("directions.b.weight_hh"),)
 
 
 def test_keys_that_differ_only_in_a_number_on_the_probe_are_refused_not_mixed_up():

@@ -69,6 +69,41 @@ def test_a_constructor_that_needs_more_than_torch_gives_leaves_the_function_not_
     assert "requires `tag`" in verdicts["drop-in"].reasons[0]
 
 
+def test_parameters_of_its_own_are_judged_by_what_they_change():
+    import torch
+    from torch import nn
+
+    from rnnbench.impls import Implementation
+    from rnnbench.suites.runner import run_checks
+
+    class Offsets(nn.GRUCell):
+        """An unused parameter, and a shift of the output started at zero."""
+
+        def __init__(self, input_size, hidden_size, bias=True):
+            super().__init__(input_size, hidden_size, bias)
+            self.unused = nn.Parameter(torch.ones(hidden_size))
+            self.shift = nn.Parameter(torch.zeros(hidden_size))
+
+        def forward(self, input, hx=None):
+            return super().forward(input, hx) + self.shift
+
+    class BufferWeights(nn.GRUCell):
+        """torch.nn's weights held as buffers, an inference engine's way: no parameters at all."""
+
+        def __init__(self, input_size, hidden_size, bias=True):
+            super().__init__(input_size, hidden_size, bias)
+            for name, value in list(self._parameters.items()):
+                del self._parameters[name]
+                self.register_buffer(name, value.detach())
+
+    [shifted] = run_checks(Implementation("o", {"gru_cell": Offsets}), checks="forward/batched")
+    assert shifted.diagnosis == "other_parameters" and "depends on shift, which" in shifted.message
+    [buffers] = run_checks(Implementation("b", {"gru_cell": BufferWeights},
+                                          unsupported=frozenset({"backward"})),
+                           checks="forward/batched")
+    assert buffers.outcome == "passed", buffers.message
+
+
 @pytest.mark.parametrize("source, drop_in", [("declared", "conforms"),
                                              ("signature", "does not conform"),
                                              ("observed", "does not conform")])

@@ -200,6 +200,7 @@ REAL_CODE = [
              {"proj_size": "signature", "packed": "observed"}),
     RealCode(f"{REAL}:ZeroPeepholeLSTMCell", "lstm_cell", "other_parameters", NO, NO, {}),
     RealCode(f"{REAL}:WeightNormLSTM", "lstm", "param_names", UNCHECKED, NO, {}),
+    RealCode(f"{REAL}:LegacyWeightNormLSTM", "lstm", "param_names", UNCHECKED, NO, {}),
     RealCode(f"{REAL}:DynamicQuantizedLSTM", "lstm", "param_names", UNCHECKED, NO,
              {"proj_size": "signature", "factory_kwargs": "signature", "unbatched": "observed"}),
     RealCode(f"{REAL}:RowWeightsRNN", "rnn", "weight_transposed", NO, NO,

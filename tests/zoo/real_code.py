@@ -25,6 +25,8 @@ catalogue.py (REAL_CODE).
   (`torch.nn.utils.parametrizations.weight_norm`): state_dict keeps each as two originals (a
   magnitude and a direction) from which forward computes it, so its function is not checked
   either; read as pieces of the weight, the originals made it fail on shapes.
+- `LegacyWeightNormLSTM`: the same with the older `torch.nn.utils.weight_norm` hook, whose
+  `weight_hh_l0_g` / `weight_hh_l0_v` entries read like a weight and a parameter of its own.
 - `RowWeightsRNN`: weights stored (H, I) as torch.nn does, but used as x @ W.
 - `ExpandStateRNN`: the omitted state expanded from a (H,) buffer, which breaks on unbatched
   input with one error message per dtype.
@@ -46,6 +48,7 @@ from __future__ import annotations
 
 import math
 import threading
+import warnings
 from typing import Optional
 
 import torch
@@ -177,6 +180,16 @@ class WeightNormLSTM(nn.LSTM):
         for name in self._flat_weights_names:
             if name.startswith("weight_hh"):
                 weight_norm(self, name)
+
+
+class LegacyWeightNormLSTM(nn.LSTM):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        with warnings.catch_warnings():  # the hook is deprecated for the parametrization
+            warnings.simplefilter("ignore")
+            for name in self._flat_weights_names:
+                if name.startswith("weight_hh"):
+                    torch.nn.utils.weight_norm(self, name)
 
 
 class RowWeightsRNN(nn.Module):

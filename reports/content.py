@@ -415,18 +415,31 @@ def _declarations(results: Results) -> list[Table]:
         return f"{s.target} @ {named.of(s)}" if several else s.target
 
     blocks = []
-    unsupported = [[name(s), feature, reason] for s in conformance
-                   for feature, reason in s.not_supported_features.items()]
+    unsupported = [[name(s), feature, _feature_source(results, s, feature), reason]
+                   for s in conformance for feature, reason in s.not_supported_features.items()]
     if unsupported:
-        blocks.append(Table("Declared not supported", ["implementation", "feature", "reason"],
+        blocks.append(Table("Not supported", ["implementation", "feature", "source", "reason"],
                             unsupported, "Checks needing these features are reported as not "
-                                         "supported, never as failed."))
+                                         "supported, never as failed. Only a declared feature is "
+                                         "excused from the drop-in verdict; one absent from a "
+                                         "signature or observed (forward raised on it) is not."))
     mapped = [[name(s), key, spec] for s in conformance for key, spec in s.param_map.items()]
     if mapped:
         blocks.append(Table("Parameter names assumed", ["implementation", "module's name",
                                                          "spec's name"], mapped,
                             "The implementation's parameters were read under these names."))
     return blocks
+
+
+def _feature_source(results: Results, source: Source, feature: str) -> str:
+    """Where the implementation's lack of `feature` comes from, as its results say: "declared",
+    "signature" or "observed" (the suites' `features.SOURCES`)."""
+    for check in results.checks:
+        if check.source is source and check.outcome == "not_supported":
+            found = (check.numbers or {}).get("sources") or {}
+            if feature in found:
+                return found[feature]
+    return "declared"
 
 
 # --- performance -------------------------------------------------------------------------------

@@ -255,11 +255,21 @@ def test_the_error_inputs_category_is_not_called_errors(report):
 
 
 def test_declared_features_and_parameter_names_are_shown(report):
-    assert table(report["html"], "Declared not supported") == [
-        [f"fused @ {FUSED_NEW}", "bidirectional", "not implemented in the fused kernel"]]
+    assert table(report["html"], "Not supported") == [
+        [f"fused @ {FUSED_NEW}", "bidirectional", "declared", "not implemented in the fused kernel"]]
     assert table(report["html"], "Parameter names assumed") == [
         [f"fused @ {FUSED_NEW}", "w_ih", "weight_ih_l0"],
         [f"fused @ {FUSED_NEW}", "w_hh", "weight_hh_l0"]]
+
+
+def test_a_feature_not_supported_says_where_its_lack_comes_from(tmp_path):
+    # unbatched input makes this module's forward raise: observed, not declared
+    target = "tests/zoo/real_code.py:ExpandStateRNN"
+    main(["conform", target, "--kind", "rnn", "--check", "forward/unbatched,forward/single-layer",
+          "--json", str(tmp_path / "conformance.json")])
+    assert main(["report", str(tmp_path / "conformance.json"), "--out", str(tmp_path / "site")]) == 0
+    [row] = table((tmp_path / "site" / "index.html").read_text(), "Not supported")
+    assert row[1:3] == ["unbatched", "observed"]
 
 
 # --- across runs -----------------------------------------------------------------------------

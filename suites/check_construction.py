@@ -14,10 +14,10 @@ from rnnbench.reference import Config
 from rnnbench.reference.kinds import kind_of
 from rnnbench.suites.check_errors import REJECTIONS, rejection_names
 from rnnbench.suites.layers import blocks
-from rnnbench.wording import listed
 from rnnbench.suites.parammap import Piece
 from rnnbench.suites.results import Finding, NotSupported
 from rnnbench.suites.subject import TORCH_DTYPES, call, spec_parameters, spec_state
+from rnnbench.wording import listed
 
 
 def check_parameters(subject, case) -> dict:

@@ -4,9 +4,10 @@ Fixed cases always leave gaps. `--fuzz N` draws N configurations with their inpu
 whose suite record has a strategy (`SuiteKind.fuzz_cases`; torch.nn's kinds: every option the
 implementation supports, layers, directions, batch_first, bias, relu, projections, batched or
 not, the state given or omitted), runs the float64 forward and gradient checks on each against
-the reference (the forward alone for an implementation without a backward), and when one fails lets Hypothesis shrink it to a minimal failing case. The
-search is seeded (`--seed`), so it is reproducible; the finding carries the minimal case, which
-`--case JSON` reruns through every check (`rnnbench conform` prints the command).
+the reference (the forward alone for an implementation without a backward), and when one fails
+lets Hypothesis shrink it to a minimal failing case. The search is seeded (`--seed`), so it is
+reproducible; the finding carries the minimal case, which `--case JSON` reruns through every
+check (`rnnbench conform` prints the command).
 """
 from __future__ import annotations
 

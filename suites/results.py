@@ -133,8 +133,8 @@ def not_run(result) -> str | None:
 def judge(results: Iterable, interrupted: bool = False) -> dict[str, Verdict]:
     """Each level's Verdict on a run's results (`CheckResult`s, or anything with their
     attributes); known failures (xfail) are not failures. A check that could not run at all
-    (`not_run`: parameters no rule can match, a constructor that needs more than torch.nn
-    gives) is no finding at the numerics level (a right function behind names no rule can read
+    (`not_run`: parameters no rule can match or none can be read from, a constructor that
+    needs more than torch.nn gives) is no finding at the numerics level (a right function behind names no rule can read
     is not a wrong one), but the level is then "not checked", whatever else passed or did not
     finish: the checks that ran without it prove nothing of the function. The drop-in level
     fails on it."""
@@ -238,7 +238,7 @@ class ConformanceRun:
     def exit_code(self) -> int:
         """0 when the required level conforms (or, for a selection of checks, nothing at it ran),
         1 when it does not conform (or nothing at it ran at all, or something stopped its checks:
-        parameters that could not be matched), 3 when it is incomplete."""
+        `not_run`), 3 when it is incomplete."""
         verdict = self.verdicts[self.require]
         state = verdict.state
         if state == "not checked":

@@ -25,7 +25,6 @@ from torch.nn.utils.spectral_norm import SpectralNorm
 from torch.nn.utils.weight_norm import WeightNorm
 
 from rnnbench.errors import one_line, raised_at
-from rnnbench.wording import listed
 from rnnbench.impls.adapt import CannotConstruct
 from rnnbench.impls.base import Implementation
 from rnnbench.reference import Uniform
@@ -34,6 +33,7 @@ from rnnbench.suites import parammap
 from rnnbench.suites.kinds import SuiteKind, suite_record
 from rnnbench.suites.parammap import ParamMap, spec_shapes
 from rnnbench.suites.results import Finding
+from rnnbench.wording import listed
 
 TORCH_DTYPES = {"float64": torch.float64, "float32": torch.float32,
                 "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -58,15 +58,16 @@ def state_shapes(module: torch.nn.Module) -> dict[str, tuple]:
     """The shapes of the state_dict entries the spec's parameters can be read from, which
     `unreadable` entries are not."""
     state = call("state_dict()", module.state_dict)
-    skipped = unreadable(module)
+    skipped = unreadable(module, state)
     return {key: tuple(value.shape) for key, value in state.items() if key not in skipped}
 
 
-def unreadable(module: torch.nn.Module) -> dict[str, str]:
-    """The state_dict entries no spec parameter can be read from, with what each is: no tensor
-    (a quantized module's packed weights), or what a reparametrized weight (weight_norm,
-    spectral_norm, old or new) is computed from in every forward, not the weight itself."""
-    state = call("state_dict()", module.state_dict)
+def unreadable(module: torch.nn.Module, state: dict | None = None) -> dict[str, str]:
+    """The entries of the module's state_dict (`state`, when already taken) no spec parameter
+    can be read from, with what each is: no tensor (a quantized module's packed weights), or
+    what a reparametrized weight (weight_norm, spectral_norm, old or new) is computed from in
+    every forward, not the weight itself."""
+    state = call("state_dict()", module.state_dict) if state is None else state
     hooked = {f"{prefix}{'.' if prefix else ''}{hook.name}{suffix}"
               for prefix, submodule in module.named_modules()
               for hook in submodule._forward_pre_hooks.values()

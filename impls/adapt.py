@@ -63,6 +63,35 @@ def torch_signature(kind: str) -> inspect.Signature:
     return signature.replace(parameters=list(signature.parameters.values())[1:])
 
 
+def changed_defaults(kind: str, constructor: Callable) -> dict[str, str]:
+    """torch.nn's arguments of `kind` that the constructor's own signature has with another
+    default than torch.nn's, or requires: name -> what it says of it. Code that leaves them out,
+    as `nn.LSTM(10, 20)` does, gets another module (or none). Sizes are not compared (torch.nn
+    requires them too), nor device and dtype (a `device="cpu"` default builds what torch.nn's
+    None builds, but for a changed torch default device); nothing is known of an unreadable
+    signature or of `**kwargs`."""
+    own = _signature(constructor)
+    torch_parameters = torch_signature(kind).parameters
+    changed = {}
+    for name, parameter in ({} if own is None else own.parameters).items():
+        if name in (*SIZES, "device", "dtype") or name not in torch_parameters or \
+                parameter.kind not in (*_POSITIONAL, parameter.KEYWORD_ONLY):
+            continue
+        default = torch_parameters[name].default
+        if parameter.default is parameter.empty:
+            changed[name] = f"`{name}` has no default (torch.nn's is {default!r})"
+        elif not _equal(parameter.default, default):
+            changed[name] = f"`{name}` defaults to {parameter.default!r}, torch.nn's to {default!r}"
+    return changed
+
+
+def _equal(a, b) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # a default whose == raises or is not one truth value (a tensor)
+        return False
+
+
 @functools.lru_cache(maxsize=None)
 def adapt(kind: str, constructor: Callable) -> Callable:
     """`constructor` itself when it needs no adaptation for `kind`, else an `Adapted` one."""

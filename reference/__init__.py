@@ -17,13 +17,15 @@ from rnnbench.reference.numerics import (
     state_names,
 )
 from rnnbench.reference.packed import backward_packed, forward_packed
-from rnnbench.reference.params import Uniform, init_spec, param_count, param_shapes, param_suffix
+from rnnbench.reference.params import (Uniform, UniformSum, init_spec, param_count, param_shapes,
+                                       param_suffix)
 from rnnbench.reference.shapes import io_shapes
 from rnnbench.reference.tolerance import Tolerance, tolerance
 
 __all__ = [
     "CELL_KINDS", "KINDS", "SEQUENCE_KINDS", "Config", "ConfigError", "ImplicitConfig", "Normal",
-    "Tolerance", "Uniform", "d_variant_of", "implicit_init_spec", "implicit_param_shapes",
+    "Tolerance", "Uniform", "UniformSum", "d_variant_of", "implicit_init_spec",
+    "implicit_param_shapes",
     "backward", "backward_packed", "flatten_outputs", "forward", "forward_flops", "forward_packed",
     "init_spec", "io_shapes",
     "nest_outputs", "nest_state", "output_names", "param_count", "param_shapes", "param_suffix",

@@ -37,6 +37,41 @@ class Uniform:
         return f"U({self.low:.6g}, {self.high:.6g})"
 
 
+@dataclass(frozen=True)
+class UniformSum:
+    """The distribution of the sum of two independent uniforms: torch.nn's b_ih + b_hh, to which
+    a module holding one bias in their place is compared."""
+
+    first: Uniform
+    second: Uniform
+
+    @property
+    def low(self) -> float:
+        return self.first.low + self.second.low
+
+    @property
+    def high(self) -> float:
+        return self.first.high + self.second.high
+
+    def cdf(self, x):
+        """P(first + second <= x): the mean over `first` of `second`'s CDF at x - first, in
+        closed form (the integral of a clipped ramp)."""
+        import numpy as np
+
+        a, b = self.first.low, self.first.high
+        c, w = self.second.low, self.second.high - self.second.low
+
+        def ramp_integral(u):
+            u = np.asarray(u, dtype=float)
+            return np.where(u <= 0, 0.0, np.where(u <= w, u * u / (2 * w), u - w / 2))
+
+        x = np.asarray(x, dtype=float)
+        return np.clip((ramp_integral(x - c - a) - ramp_integral(x - c - b)) / (b - a), 0.0, 1.0)
+
+    def __str__(self) -> str:
+        return f"{self.first} + {self.second}"
+
+
 def param_shapes(cfg: Config) -> dict[str, tuple[int, ...]]:
     """Every parameter's name and shape, in the order torch.nn registers them."""
     rows = len(cfg.gates) * cfg.hidden_size

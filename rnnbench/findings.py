@@ -63,14 +63,16 @@ DIAGNOSES: dict[str, str] = {
                                     "(not put back in time order)",
     "gates_split_by_size": "gates split into chunks of the gate count's size, not into that "
                            "many chunks (right only when hidden_size equals the gate count)",
+    "changed_default": "a constructor argument torch.nn has defaults to another value (or has "
+                       "none): code that leaves it out gets another module",
     "dtype_ignored": "the constructor's dtype= (or device=) is ignored",
     "input_dtype_accepted": "an input in another dtype than the parameters is accepted (torch.nn "
                             "raises)",
     "biases_missing": "no bias parameters although bias=True",
     "other_parameters": "the output depends on parameters outside the spec's (a peephole, a "
                         "norm's gain): another function, whatever their initial values",
-    "zero_state_default_dtype": "the omitted initial state is made in torch's default dtype, "
-                                "not the input's",
+    "zero_state_default_dtype": "the omitted initial state is made in the default dtype "
+                                "(torch's, or another library's), not the input's",
     "wrong_exception_type": "wrong input rejected with an exception type torch.nn does not raise "
                             "(not ValueError, RuntimeError or TypeError)",
     "lower_precision": "computed in lower precision than its dtype (float64 right to float32's "
@@ -106,8 +108,8 @@ DIAGNOSES: dict[str, str] = {
 FUNDAMENTAL_ORDER = ("shapes", "forward", "gradients", "packed-forward", "packed-gradients",
                      "state", "d-variant", "residual", "well-posed", "batch-invariance",
                      "non-convergence", "documented-example", "init", "dropout-eval",
-                     "dropout-train", "parameters", "biases", "dtype-device", "invalid-arguments",
-                     "error", "inputs", "state-dict", "deepcopy", "pickle")
+                     "dropout-train", "parameters", "biases", "dtype-device", "defaults",
+                     "invalid-arguments", "error", "inputs", "state-dict", "deepcopy", "pickle")
 # A check's dtype suffix -> how far from float64 it is: a finding in half precision alone is
 # less fundamental than any in float64 or float32.
 _DTYPE_RANK = {"float32": 1, "bfloat16": 2, "float16": 2}

@@ -1,6 +1,6 @@
 """Construction: the spec's parameter names and shapes (every kind's), and for the torch.nn
-family both biases, the dtype/device arguments honoured, and invalid arguments rejected as
-torch.nn rejects them."""
+family both biases, the dtype/device arguments honoured, torch.nn's defaults kept, and invalid
+arguments rejected as torch.nn rejects them."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -9,13 +9,13 @@ from dataclasses import dataclass
 import torch
 
 from rnnbench.errors import one_line
-from rnnbench.impls.adapt import UnsupportedArgument
+from rnnbench.impls.adapt import ARGUMENT_FEATURES, changed_defaults
 from rnnbench.reference import Config
 from rnnbench.reference.kinds import kind_of
 from rnnbench.suites.check_errors import REJECTIONS, rejection_names
 from rnnbench.suites.layers import blocks
 from rnnbench.suites.parammap import Piece
-from rnnbench.suites.results import Finding, NotSupported
+from rnnbench.suites.results import Finding
 from rnnbench.suites.subject import TORCH_DTYPES, call, spec_parameters, spec_state
 from rnnbench.wording import listed
 
@@ -45,6 +45,19 @@ def check_parameters(subject, case) -> dict:
         raise Finding(f"{odd[0]} is {stored[odd[0]][0][0].dtype}, expected the default dtype "
                       f"{default}", parameter=odd[0])
     return {"parameters": len(stored), **({"param_map": read_as} if read_as else {})}
+
+
+def check_defaults(subject, case) -> dict:
+    """Every torch.nn argument the constructor's signature has defaults to torch.nn's value
+    (`rnnbench.impls.adapt.changed_defaults`), so code written for torch.nn that leaves it out
+    builds the module it means."""
+    changed = changed_defaults(subject.kind, subject.impl.kinds[subject.kind])
+    if changed:
+        them = "it" if len(changed) == 1 else "them"
+        raise Finding(f"{listed(changed.values())}: code written for {subject.suite.contract} "
+                      f"module that leaves {them} out builds another one",
+                      "changed_default", argument=next(iter(changed)))
+    return {}
 
 
 def check_biases(subject, case) -> dict:
@@ -94,7 +107,8 @@ class InvalidArgument:
 def check_invalid_arguments(subject, case, arguments: tuple[InvalidArgument, ...]) -> dict:
     """Arguments torch.nn refuses raise ValueError, TypeError or RuntimeError, where the valid
     arguments construct a module (a constructor that raises on everything proves nothing by
-    raising on these)."""
+    raising on these). An argument of a feature the implementation lacks (declared, or not in
+    its signature) is not tried: a module without dropout need not validate a dropout rate."""
     cfg = case.config
     try:
         subject.construct(cfg)
@@ -104,26 +118,21 @@ def check_invalid_arguments(subject, case, arguments: tuple[InvalidArgument, ...
     constructor = subject.impl.constructor(subject.kind)
     shapes = kind_of(cfg).io_shapes(cfg, case.batch, case.steps)
     accepted, wrong_type = [], []
-    tried = [wrong for wrong in arguments if cfg.kind in wrong.kinds]
-    untakeable = []
+    lacking = subject.impl.unsupported_reasons(subject.kind)
+    tried = [wrong for wrong in arguments if cfg.kind in wrong.kinds and not any(
+        ARGUMENT_FEATURES.get(name) in lacking for name in wrong.changes(cfg))]
     for wrong in tried:
         try:
             module = constructor(**{**cfg.constructor_kwargs(), **wrong.changes(cfg)})
             if wrong.at_forward:
                 module(torch.zeros(shapes["input"]))
-        except UnsupportedArgument:  # an argument the constructor does not take at all
-            untakeable.append(wrong)
-            continue
         except REJECTIONS:
             continue
         except Exception as exc:
             wrong_type.append(f"{wrong.name} raised {one_line(exc)}")
             continue
         accepted.append(wrong.name)
-    if len(untakeable) == len(tried):
-        raise NotSupported("the constructor takes none of the arguments tried: "
-                           + ", ".join(wrong.name for wrong in tried))
-    taken = len(tried) - len(untakeable)
+    taken = len(tried)  # never 0: hidden_size=-1 is tried on every kind
     if accepted:
         raise Finding(f"{len(accepted)} of {taken} invalid arguments accepted: "
                       + ", ".join(accepted) + "".join(f"; rejected with a type torch.nn does not "

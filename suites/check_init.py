@@ -11,6 +11,10 @@ parameter is then tested on its own: no value outside a uniform's bounds, and a
 Kolmogorov-Smirnov test at level `statistics.ALPHA` (the module docstring of `statistics` states
 the false-alarm rate per run and the power).
 
+A module holding one bias where the function adds two (`SuiteKind.summed_parameters`) is
+judged on the sum's distribution: with torch.nn's init, b_ih + b_hh is spread over twice the
+bound, so a lone bias drawn like one of them starts the module from other functions.
+
 A failure is `init_wrong_distribution`, unless the kind's `diagnose_init` names the mistake
 (the torch.nn family: a bound of 1/H instead of 1/sqrt(H)).
 """
@@ -20,6 +24,7 @@ import math
 
 import numpy as np
 
+from rnnbench.reference import UniformSum
 from rnnbench.reference.kinds import kind_of
 from rnnbench.suites.results import Finding
 from rnnbench.suites.statistics import fits, sample_fit
@@ -36,7 +41,13 @@ def check_init(subject, case) -> dict:
     cfg, pmap = subject.layout(first, case.config)
     spec = kind_of(cfg)
     shaped, misshaped = spec_values(first, cfg, pmap)
-    dists = {name: dist for name, dist in spec.init_spec(cfg).items() if name in shaped}
+    spec_dists = spec.init_spec(cfg)
+    dists = {name: dist for name, dist in spec_dists.items() if name in shaped}
+    # A lone bias where the function adds two holds their sum: it is judged as that sum.
+    summed = subject.suite.summed_parameters(cfg) if subject.suite.summed_parameters else {}
+    stands_for = {summed[name]: name for name in pmap.missing if summed.get(name) in dists}
+    for present, lacking in stands_for.items():
+        dists[present] = UniformSum(dists[present], spec_dists[lacking])
     shapes = spec.param_shapes(cfg)
     constructions = math.ceil(SAMPLES / max(1, min((math.prod(shapes[name]) for name in dists),
                                                    default=SAMPLES)))
@@ -64,6 +75,8 @@ def check_init(subject, case) -> dict:
     diagnosis = (diagnose(cfg, samples, wrong) if diagnose else None) or "init_wrong_distribution"
     why = (f"{fit['outside']} of {fit['samples']} values outside the bounds" if fit["outside"]
            else f"KS statistic {fit['ks']:.3f}, p = {fit['p_value']:.1e}")
+    alone = (f" (the sum of its and {stands_for[name]}'s, which the module lacks)"
+             if name in stands_for else "")
     raise Finding(f"{len(wrong)} of {len(dists)} parameters not drawn from their init "
                   f"distribution; {name}: values in [{fit['min']:.3g}, {fit['max']:.3g}], expected "
-                  f"{dists[name]}, {why}", diagnosis, parameter=name, **fit)
+                  f"{dists[name]}{alone}, {why}", diagnosis, parameter=name, **fit)

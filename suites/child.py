@@ -3,7 +3,7 @@ checks from a given index on, and report each as an event.
 
 Started by `rnnbench.suites.isolation` as a `rnnbench.child_process.ChildProcess`, which calls
 `main(options, send)`. Events: {"event": "usage_error", "message"} | {"event": "calibration",
-"seconds"} | {"event": "plan", "implementation", "items", "known_failures"} | {"event":
+"seconds"} | {"event": "plan", "implementation", "items", "known_failures", "lacking"} | {"event":
 "environment", "environment"} | {"event": "start", "index"} | {"event": "result", "index",
 "result"} | {"event": "done"}. What the implementation prints goes to stdout and stderr, which the
 parent keeps apart from the events.
@@ -13,7 +13,8 @@ from __future__ import annotations
 from rnnbench.errors import UsageError
 from rnnbench.impls import load
 from rnnbench.suites.fuzz import case_from_json
-from rnnbench.suites.runner import configured, plan, require_available, run_item, validate_device
+from rnnbench.suites.runner import (configured, known_lacking, plan, require_available, run_item,
+                                    validate_device)
 
 
 def main(options: dict, send) -> int:
@@ -40,7 +41,9 @@ def main(options: dict, send) -> int:
         send("usage_error", message=str(exc))
         return 2
     send("plan", implementation=impl.name, items=[item.describe() for item in items],
-         known_failures=dict(impl.known_failures))
+         known_failures=dict(impl.known_failures),
+         lacking={index: result.to_json() for index, result
+                  in known_lacking(impl, items, options["device"]).items()})
     if options["start"] == 0:
         from rnnbench.environment import capture
 

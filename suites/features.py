@@ -5,12 +5,13 @@ A feature is unsupported when the implementation declares it ("declared":
 `Implementation.unsupported`, `--unsupported`), when its signatures say so ("signature": a
 constructor without `bidirectional`, a forward without a state: `rnnbench.impls.adapt`), or when
 the module refuses it ("observed": the kind's probes, `SuiteKind.probes`, e.g. unbatched input,
-packed sequences, ask a fresh module once per process, and only where a check needs the
-feature). Only a declared feature is excused from the drop-in verdict.
+packed sequences, a constructor raising on bidirectional=True, ask once per process, and only
+where a check needs the feature). Only a declared feature is excused from the drop-in verdict.
 """
 from __future__ import annotations
 
 from rnnbench.errors import UsageError
+from rnnbench.impls.adapt import ARGUMENT_FEATURES
 from rnnbench.impls.base import Implementation, required_features
 from rnnbench.suites.subject import Subject
 
@@ -51,17 +52,19 @@ def source(subject: Subject, feature: str) -> str:
 
 
 def case_missing_features(subject: Subject, case, dtype: str, backward: bool,
-                          check_features=(), probe: bool = True, calls: bool = True
+                          check_features=(), calls: bool = True, probe: bool = True
                           ) -> dict[str, str]:
     """The features running `case` this way needs that the subject's implementation lacks, with
-    the reasons; the module is probed for the features the case needs when `probe`. A check
-    that never calls forward (`calls` False) needs none of the case's call features."""
+    the reasons; with `probe`, the module is asked about those the case needs. A check that
+    never calls forward (`calls` False) needs none of the case's call features, and probes only
+    what its constructor is asked for."""
     impl: Implementation = subject.impl
     how = {"batched": case.batched or not calls, "dtype": dtype,
            "device": device_type(subject.device), "backward": backward,
            "extra": tuple(check_features) + (tuple(case.needs) if calls else ())}
     needed = required_features(case.config, **how)
-    reasons = unsupported(subject, tuple(needed) if probe else ())
+    asked = needed if calls else [f for f in needed if f in ARGUMENT_FEATURES.values()]
+    reasons = unsupported(subject, tuple(asked) if probe else ())
     missing = impl.missing_features(case.config, **how)
     missing += [f for f in needed if f in reasons and f not in missing]
     return {feature: reasons[feature] for feature in missing}

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+import sys
 from dataclasses import dataclass
 
 from rnnbench.reference.kinds import config_from_dict
@@ -89,6 +90,9 @@ def check_fuzz(subject, case: FuzzCase) -> dict:
     def outcome(drawn: Case) -> Finding | None:
         key = case_to_json(drawn)
         if key not in outcomes:
+            # Printed before it runs: when it kills the process, the parent's error message
+            # quotes the child's last line, so the case can be rerun with --case.
+            print(f"fuzz case: {key}", file=sys.stderr, flush=True)
             outcomes[key] = _fuzz_one(subject, drawn)
             if outcomes[key] is not None:
                 met.setdefault(cause_of(outcomes[key]), drawn)

@@ -137,6 +137,7 @@ class _Run:
         self.slowdown = 1.0
         self.started = time.monotonic()
         self.items: list[dict] = []
+        self.lacking: dict[int, CheckResult] = {}  # items known not supported before they run
         self.done: dict[int, CheckResult] = {}
         self.implementation = None
         self.environment = None
@@ -258,6 +259,8 @@ class _Run:
             if not self.items:     # the run's budget counts from the first check on
                 self.started = time.monotonic()
             self.items, self.implementation = event["items"], event["implementation"]
+            self.lacking = {int(index): CheckResult.from_json(result)
+                            for index, result in event.get("lacking", {}).items()}
             self.known_failures = event.get("known_failures", self.known_failures)
         elif kind == "calibration" and self.reference_s:
             self.slowdown = max(1.0, event["seconds"] / self.reference_s)
@@ -300,10 +303,17 @@ class _Run:
     def give_up_all(self, reason: str) -> None:
         """Every item without a result becomes an error saying why it was not run; a budget
         cut them."""
-        for index, item in enumerate(self.items):
+        for index in range(len(self.items)):
             if index not in self.done:
-                self.record(index, CheckResult(**item, outcome="error", message=f"not run: {reason}",
-                                               numbers=_incomplete(True)))
+                self.not_run(index, reason, cut=True)
+
+    def not_run(self, index: int, reason: str, cut: bool) -> None:
+        """Item `index` was not run for `reason`: an error, unless it is known not supported
+        (declared, or absent from a signature), which it stays."""
+        result = self.lacking.get(index) or CheckResult(
+            **self.items[index], outcome="error", message=f"not run: {reason}",
+            numbers=_incomplete(cut))
+        self.record(index, result)
 
     def give_up(self, kind: str) -> None:
         """The rest of `kind` becomes errors: the process hung or died on CRASH_LIMIT checks in
@@ -315,10 +325,7 @@ class _Run:
         self.in_a_row.clear()
         for index, item in enumerate(self.items):
             if item["kind"] == kind and index not in self.done:
-                self.record(index, CheckResult(
-                    **item, outcome="error",
-                    message=f"not run: {what} on {CRASH_LIMIT} {kind} checks in a row",
-                    numbers=_incomplete(hung)))
+                self.not_run(index, f"{what} on {CRASH_LIMIT} {kind} checks in a row", cut=hung)
 
 
 def _incomplete(cut: bool) -> dict:

@@ -41,6 +41,9 @@ class SuiteKind:
       cannot be told); without it only nested names (a module inside another) are found;
     - `optional_parameters(cfg)`: spec parameters a module may lack, held at zero (a second
       bias), reported by the family's own checks;
+    - `summed_parameters(cfg)`: an optional parameter -> the one the function adds it to (b_hh
+      to b_ih): a module lacking one holds their sum in the other, whose init is then judged
+      against the sum of the two distributions;
     - `flatten_result(cfg, result)`: forward's return value as a tuple of tensors in the spec's
       output order, or None when its structure is not the contract's;
     - `sizes_of(cfg, input)`: the (batch or None, steps) of an input;
@@ -54,8 +57,9 @@ class SuiteKind:
     - `diagnose_gradients(run, observed, expected, grad_out)`: the mistake wrong gradients show;
     - `diagnose_init(cfg, samples, wrong)`: the mistake an init that fails its test shows;
     - `smooth(cfg)`: whether gradients are smooth enough to be judged in half precision;
-    - `probes`: feature -> probe(subject) giving why the module refuses it (or None), for the
-      features no constructor argument announces (unbatched input, packed sequences);
+    - `probes`: feature -> probe(subject) giving why the module refuses it (or None): forward
+      raising on what no constructor argument announces (unbatched input, packed sequences),
+      or the constructor raising on an argument it takes (bidirectional=True);
     - `fuzz_cases(kind)`: a Hypothesis strategy of cases, for `--fuzz`."""
 
     cases: tuple
@@ -66,6 +70,7 @@ class SuiteKind:
     contract: str = "the spec's"
     param_map: Callable | None = None
     optional_parameters: Callable | None = None
+    summed_parameters: Callable | None = None
     flatten_result: Callable | None = None
     sizes_of: Callable | None = None
     shape_diagnosis: Callable | None = None

@@ -138,18 +138,12 @@ def run_item(impl: Implementation, item: Item, device: str = "cpu", seed: int = 
     subject = Subject(impl, item.kind, device, seed, suite_kind(item.kind))
     # Features the module may refuse (unbatched input) are asked of it only where a check runs it.
     try:
-        missing = case_missing_features(subject, item.case, item.check.dtype, item.check.backward,
-                                        item.check.features, probe=item.check.calls,
-                                        calls=item.check.calls)
+        lacking = not_supported(subject, item, probe=True)
     except Exception as exc:  # reading the implementation's signatures went wrong
         result.outcome, result.message = "error", f"the check stopped: {one_line(exc)} {_where(exc)}"
         return result
-    if missing:
-        result.outcome = "not_supported"
-        result.message = "; ".join(f"needs {feature}: {reason}" for feature, reason in missing.items())
-        result.numbers = {"features": missing,
-                          "sources": {feature: source(subject, feature) for feature in missing}}
-        return result
+    if lacking is not None:
+        return lacking
     # Seeded per item, so a result does not depend on which items ran before it.
     torch.manual_seed(zlib.crc32(f"{seed}/{item.kind}/{item.id}".encode()))
     try:
@@ -170,6 +164,37 @@ def run_item(impl: Implementation, item: Item, device: str = "cpu", seed: int = 
     result.duration_s = time.perf_counter() - start
     known.mark(result, impl.known_failures)
     return result
+
+
+def not_supported(subject: Subject, item: Item, probe: bool) -> CheckResult | None:
+    """The result of `item` when the subject lacks a feature it needs, else None; found by
+    asking the module as well (`probe`), or from what is declared and signatures say alone."""
+    missing = case_missing_features(subject, item.case, item.check.dtype, item.check.backward,
+                                    item.check.features, calls=item.check.calls, probe=probe)
+    if not missing:
+        return None
+    return CheckResult(**item.describe(), outcome="not_supported",
+                       message="; ".join(f"needs {feature}: {reason}"
+                                         for feature, reason in missing.items()),
+                       numbers={"features": missing, "sources": {
+                           feature: source(subject, feature) for feature in missing}})
+
+
+def known_lacking(impl: Implementation, items: list[Item], device: str) -> dict[int, CheckResult]:
+    """The not-supported results of the items whose needs are declared unsupported or absent
+    from a signature, by index: known without running the module, so that a kind given up
+    after crashes still reports them as not supported rather than not run."""
+    subjects = {kind: Subject(impl, kind, device, 0, suite_kind(kind))
+                for kind in {item.kind for item in items}}
+    lacking = {}
+    for index, item in enumerate(items):
+        try:
+            result = not_supported(subjects[item.kind], item, probe=False)
+        except Exception:  # run_item reports it
+            continue
+        if result is not None:
+            lacking[index] = result
+    return lacking
 
 
 def setup(case) -> dict:

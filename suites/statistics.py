@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rnnbench.reference import Uniform
+from rnnbench.reference import Uniform, UniformSum
 
 ALPHA = 1e-10
 MAX_TESTS = 200
@@ -30,10 +30,11 @@ BOUND_SLACK = 1e-6
 
 def sample_fit(samples: np.ndarray, dist) -> dict:
     """How well `samples` fit a spec distribution: the KS statistic and p-value, the extremes,
-    and how many values lie outside a uniform's bounds (none can for a normal)."""
+    and how many values lie outside a uniform's (or a sum of two's) bounds (none can for a
+    normal)."""
     statistic = ks_statistic(samples, dist.cdf)
     outside = 0
-    if isinstance(dist, Uniform):
+    if isinstance(dist, (Uniform, UniformSum)):
         slack = BOUND_SLACK * (dist.high - dist.low)
         outside = int(np.count_nonzero((samples < dist.low - slack) | (samples > dist.high + slack)))
     return {"ks": statistic, "p_value": ks_p_value(statistic, samples.size),

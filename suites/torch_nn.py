@@ -18,7 +18,7 @@ feeding the raw input to every layer goes unnoticed by the shapes. Four tables:
   unless the row packs with enforce_sorted=True, so a state taken at the padded end, a reverse
   direction started in the padding or a batch order lost in the sorting all show.
 
-The family's own checks: both biases, the dtype/device constructor arguments, invalid
+The family's own checks: both biases, the dtype/device constructor arguments, defaults, invalid
 constructor arguments, variable-length (packed) input, state carry-over, dropout. Its hooks:
 parameters found by role (`param_roles`), a missing bias held at zero, torch.nn's return
 structure, where a forward first diverges (`divergence`) and the named mistakes (`diagnoses`).
@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from rnnbench.errors import one_line, raised_at
-from rnnbench.impls.adapt import zero_state
+from rnnbench.impls.adapt import ARGUMENT_FEATURES, torch_signature, zero_state
 from rnnbench.reference import (CELL_KINDS, KINDS, SEQUENCE_KINDS, Config, Uniform, io_shapes)
 from rnnbench.reference.kinds import KINDS as SPECS
 from rnnbench.reference.numerics import output_names
@@ -252,6 +252,15 @@ def biases(cfg: Config) -> tuple[str, ...]:
     return tuple(name for name, block in blocks(cfg).items() if block.startswith("bias"))
 
 
+def summed_biases(cfg: Config) -> dict[str, str]:
+    """Each bias -> the one the function adds it to: b_ih + b_hh in every gate, except in the
+    GRU, whose b_hn is scaled by the reset gate (there one bias cannot stand for both)."""
+    if cfg.family == "gru":
+        return {}
+    return {name: name.replace("_ih", "_hh") if "_ih" in name else name.replace("_hh", "_ih")
+            for name in biases(cfg)}
+
+
 # --- torch.nn's return structure -------------------------------------------------------------
 
 def flatten_result(cfg: Config, result) -> dict[str, torch.Tensor]:
@@ -401,6 +410,52 @@ def probe_packed(subject) -> str | None:
     return f"forward raised {one_line(error)} on a PackedSequence" + _at(error)
 
 
+# A constructor feature -> the probe configuration's changes that leave it out and that ask for
+# it, differing in that feature alone (dropout acts between layers: its base has two).
+_ASKED_FOR = {"num_layers": ({}, {"num_layers": 2}),
+              "bidirectional": ({}, {"bidirectional": True}),
+              "batch_first": ({}, {"batch_first": True}),
+              "proj_size": ({}, {"proj_size": _PROBE_PROJECTION}),
+              "no_bias": ({}, {"bias": False}),
+              "relu": ({}, {"nonlinearity": "relu"}),
+              "dropout": ({"num_layers": 2}, {"num_layers": 2, "dropout": 0.5})}
+
+
+def probe_constructor(feature: str, subject) -> str | None:
+    """A constructor feature (`_ASKED_FOR`) is not supported when the constructor raises on a
+    configuration asking for it (`NotImplementedError("bidirectional not supported")`) and builds
+    the same configuration without it, as `probe_unbatched` reads forward."""
+    without, asked = (probe_config(subject.kind).replace(**change)
+                      for change in _ASKED_FOR[feature])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            subject.construct(without)
+        except Finding:
+            return None  # the checks say how
+        try:
+            subject.construct(asked)
+        except Finding as finding:
+            error = finding.__cause__
+            if error is not None:  # not a module returned, which the checks report
+                return (f"asked for {_arguments(asked, without)}, the constructor raised "
+                        f"{one_line(error)}" + _at(error))
+    return None
+
+
+def _arguments(asked: Config, without: Config) -> str:
+    changed = {name: value for name, value in asked.constructor_kwargs().items()
+               if without.constructor_kwargs().get(name) != value}
+    return ", ".join(f"{name}={value!r}" for name, value in changed.items())
+
+
+def constructor_probes(kind: str) -> dict:
+    """The probes of the constructor features torch.nn's signature for `kind` has."""
+    arguments = torch_signature(kind).parameters
+    return {feature: partial(probe_constructor, feature) for argument, feature in
+            ARGUMENT_FEATURES.items() if argument in arguments and feature in _ASKED_FOR}
+
+
 def _at(error: BaseException) -> str:
     where = raised_at(error)
     return f" (at {where})" if where else ""
@@ -454,6 +509,8 @@ def extra_checks(kind: str) -> tuple[dict, ...]:
                function=partial(check_construction.check_dtype_device, dtype=dtype),
                table=construction, dtype=dtype, features=("factory_kwargs",), calls=False)
           for dtype, suffix in (("float64", ""), ("float32", "-float32"))),
+        dict(name="defaults", category="construction", function=check_construction.check_defaults,
+             table=construction, rows=1, calls=False),
         dict(name="invalid-arguments", category="construction",
              function=partial(check_construction.check_invalid_arguments,
                               arguments=INVALID_ARGUMENTS), table=construction, calls=False),
@@ -480,14 +537,16 @@ def extra_checks(kind: str) -> tuple[dict, ...]:
 
 def record(kind: str) -> SuiteKind:
     """The suite record of one of torch.nn's kinds."""
-    probes = {"unbatched": probe_unbatched, "final_state": probe_final_state}
+    probes = {"unbatched": probe_unbatched, "final_state": probe_final_state,
+              **constructor_probes(kind)}
     if kind in SEQUENCE_KINDS:
         probes["packed"] = probe_packed
     return SuiteKind(
         cases=_select(CASES, kind), construction_cases=_select(CONSTRUCTION_CASES, kind),
         dtypes=("float64", "float32", "bfloat16", "float16"), wrong_inputs=(*WRONG_INPUTS, INPUT_DTYPE),
         extra_checks=extra_checks(kind), contract="torch.nn's", param_map=inferred_map,
-        optional_parameters=biases, flatten_result=flatten_result, sizes_of=batch_and_steps,
+        optional_parameters=biases, summed_parameters=summed_biases,
+        flatten_result=flatten_result, sizes_of=batch_and_steps,
         shape_diagnosis=shape_diagnosis, final_state=final_state_mismatch, diagnose=diagnose,
         locate=where_diverged, diagnose_init=init_diagnosis, smooth=smooth, probes=probes,
         fuzz_cases=case_strategy)

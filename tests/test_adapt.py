@@ -11,7 +11,7 @@ from torch import nn
 
 from rnnbench.impls import Implementation
 from rnnbench.impls.adapt import (Adapted, CannotConstruct, ObjectModule, UnsupportedArgument,
-                                  adapt)
+                                  adapt, changed_defaults)
 from rnnbench.reference import Config
 from rnnbench.suites import param_roles, parammap
 from rnnbench.suites.torch_nn import probe_config
@@ -151,6 +151,18 @@ def test_learning_the_rejected_keywords_leaves_the_generators_as_they_were():
     torch.manual_seed(0), np.random.seed(0)
     assert adapt("lstm", DrawsOnBuild).unsupported  # built, and rejected keywords found
     assert (torch.rand(1), np.random.rand()) == expected
+
+
+def test_a_default_other_than_torch_nn_s_or_none_at_all_is_named():
+    def constructor(input_dim, hidden_dim, num_layers, bias=1, batch_first=True,
+                    dropout=torch.zeros(2), **kwargs):
+        """bias=1 is torch.nn's True; a tensor default cannot be compared to torch.nn's."""
+
+    assert changed_defaults("lstm", constructor) == {
+        "num_layers": "`num_layers` has no default (torch.nn's is 1)",
+        "batch_first": "`batch_first` defaults to True, torch.nn's to False",
+        "dropout": "`dropout` defaults to tensor([0., 0.]), torch.nn's to 0.0"}
+    assert changed_defaults("lstm", KeywordsRNN) == {}
 
 
 def test_positional_only_and_renamed_constructors_work():

@@ -269,6 +269,52 @@ def test_each_category_can_fail(constructor, kind, check, diagnosis):
         assert diagnoses(results) == {diagnosis}, listing(results)
 
 
+def test_arguments_of_a_declared_missing_feature_are_not_held_against_it():
+    from rnnbench.impls import Implementation
+    from rnnbench.suites.runner import run_checks
+
+    declared = Implementation("d", {"gru": clamps_dropout}, unsupported=frozenset({"dropout"}))
+    results = run_checks(declared, checks="invalid-arguments/*")
+    assert results and all(r.outcome == "passed" for r in results), listing(results)
+
+
+class OneBiasLSTMCell(nn.LSTMCell):
+    """torch.nn's cell with b_hh dropped: b_ih alone, drawn as the sum of torch.nn's two
+    (`summed`), or like one of them."""
+
+    summed = True
+
+    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
+        super().__init__(input_size, hidden_size, bias, device, dtype)
+        if bias:
+            with torch.no_grad():
+                if self.summed:
+                    self.bias_ih += self.bias_hh
+            del self.bias_hh
+            self.register_parameter("bias_hh", None)
+
+    def forward(self, input, hx=None):
+        if self.bias_ih is None:
+            return super().forward(input, hx)
+        hx = hx or (input.new_zeros(*input.shape[:-1], self.hidden_size),) * 2
+        gates = input @ self.weight_ih.T + self.bias_ih + hx[0] @ self.weight_hh.T
+        i, f, g, o = gates.chunk(4, -1)
+        c = torch.sigmoid(f) * hx[1] + torch.sigmoid(i) * torch.tanh(g)
+        return torch.sigmoid(o) * torch.tanh(c), c
+
+
+class OneBiasLikeOneOfTwo(OneBiasLSTMCell):
+    summed = False
+
+
+def test_one_bias_for_two_is_judged_as_their_sum_at_init():
+    assert not failed(run(OneBiasLSTMCell, "lstm_cell", "init"))
+    [wrong] = failed(run(OneBiasLikeOneOfTwo, "lstm_cell", "init"))
+    assert wrong.diagnosis == "init_wrong_distribution"
+    assert "(the sum of its and bias_hh's, which the module lacks)" in wrong.message
+    assert not failed(run(OneBiasLikeOneOfTwo, "lstm_cell", "forward"))
+
+
 def test_gradient_failure_names_the_parameter():
     results = failed(run(StuckRecurrentGradient, "gru", "gradients"))
     assert {r.numbers["parameter"] for r in results} == {"weight_hh_l0"}
@@ -341,7 +387,7 @@ MISBEHAVING = textwrap.dedent("""
         "rnn_cell": in_one_gradient_check(torch.nn.RNNCell, lambda: sys.exit(3)),
         "gru_cell": CrashesAlways,
         "rnn": in_one_gradient_check(torch.nn.RNN, lambda: time.sleep(600)),
-    })
+    }, unsupported=frozenset({"no_bias"}))
 """)
 
 
@@ -368,15 +414,16 @@ def test_exit_crash_segfault_and_hang_become_errors_and_the_run_finishes(tmp_pat
     assert "exited with status 5" in errors.pop(("gru_cell", "shapes/h0-omitted"))
     assert errors and all(kind == "gru_cell" and "not run" in message
                           for (kind, _), message in errors.items())
+    # what it declares unsupported is still reported so, given up or not
+    assert {r.outcome for r in results if r.case == "no-bias"} == {"not_supported"}
     # classes defined inside a function cannot be pickled (nor saved with torch.save)
     unpicklable = [r for r in results if r.check.startswith("pickle/") and r.kind != "gru_cell"]
     assert [(r.kind, r.outcome) for r in unpicklable] == [("rnn_cell", "failed"), ("rnn", "failed")]
     assert all("Can't pickle local object" in r.message for r in unpicklable)
     rest = [r for r in results if r.outcome != "error" and r not in unpicklable]
     # (the rnn reads input.dtype, which a PackedSequence has not: packed input not supported)
-    assert rest and all(r.outcome == "passed" or (r.outcome == "not_supported"
-                                                     and list(r.numbers["features"]) == ["packed"])
-                        for r in rest)
+    assert rest and all(r.outcome == "passed" or (r.outcome == "not_supported" and list(
+        r.numbers["features"]) in (["packed"], ["no_bias"])) for r in rest)
     assert doc.summary["error"] == len(errors) + 4
 
 
@@ -623,6 +670,25 @@ def test_fuzzing_finds_a_bug_outside_the_case_tables_and_prints_a_rerun(tmp_path
     case = words[words.index("--case") + 1]
     assert '"num_layers":3' in case and words[-1] == "--verbose"
     assert main(["conform", target, "--kind", "rnn", "--case", case]) == 1
+
+
+def test_a_drawn_case_that_kills_the_process_is_named_so_it_can_be_rerun(tmp_path):
+    from rnnbench.suites import conform
+    from rnnbench.suites.fuzz import case_from_json
+
+    (tmp_path / "crash.py").write_text(textwrap.dedent("""
+        import os, signal, torch
+
+        class CrashesStacked(torch.nn.GRU):
+            def forward(self, input, hx=None):
+                if self.num_layers > 1:
+                    os.kill(os.getpid(), signal.SIGSEGV)
+                return super().forward(input, hx)
+    """))
+    doc = conform(f"{tmp_path / 'crash.py'}:CrashesStacked", kinds=["gru"], fuzz=20)
+    [result] = doc.results
+    assert result.outcome == "error" and "SIGSEGV; last output: fuzz case: " in result.message
+    assert case_from_json(result.message.split("fuzz case: ", 1)[1]).config.num_layers > 1
 
 
 def test_fuzzing_a_correct_implementation_finds_nothing():

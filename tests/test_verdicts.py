@@ -104,6 +104,49 @@ def test_parameters_of_its_own_are_judged_by_what_they_change():
     assert buffers.outcome == "passed", buffers.message
 
 
+def test_a_constructor_refusing_a_feature_lacks_it_and_one_refusing_everything_fails():
+    from torch import nn
+
+    from rnnbench.impls import Implementation
+    from rnnbench.suites.runner import run_checks
+
+    class NoLayers(nn.RNN):
+        def __init__(self, input_size, hidden_size, num_layers=1, **kwargs):
+            if num_layers > 1:
+                raise ValueError("stacked layers are not implemented")
+            super().__init__(input_size, hidden_size, num_layers, **kwargs)
+
+    class Refuses(nn.RNN):
+        def __init__(self, *args, **kwargs):
+            raise NotImplementedError("nothing yet")
+
+    [stacked] = run_checks(Implementation("n", {"rnn": NoLayers}), checks="forward/three-layer-square")
+    assert stacked.outcome == "not_supported", stacked.message
+    assert stacked.numbers["sources"] == {"num_layers": "observed"}
+    assert "asked for num_layers=2, the constructor raised ValueError" in stacked.message
+    [nothing] = run_checks(Implementation("r", {"rnn": Refuses}),
+                           checks="forward/three-layer-square")
+    assert nothing.outcome == "failed" and "NotImplementedError" in nothing.message
+
+
+def test_a_crash_with_a_state_is_not_read_as_batch_first_where_half_precision_blurs_the_two():
+    from torch import nn
+
+    from rnnbench.impls import Implementation
+    from rnnbench.suites.runner import run_checks
+
+    class StackRefusesState(nn.LSTM):
+        def forward(self, input, hx=None):
+            if hx is not None and self.num_layers > 1:
+                raise IndexError("index out of range")
+            return super().forward(input, hx)
+
+    [crash] = run_checks(Implementation("s", {"lstm": StackRefusesState}),
+                         checks="forward-bfloat16/no-bias")
+    assert crash.outcome == "failed" and "IndexError" in crash.message
+    assert crash.diagnosis is None
+
+
 @pytest.mark.parametrize("source, drop_in", [("declared", "conforms"),
                                              ("signature", "does not conform"),
                                              ("observed", "does not conform")])

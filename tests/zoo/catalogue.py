@@ -221,4 +221,6 @@ REAL_CODE = [
                             "factory_kwargs", "dropout"), "signature"), quick=False),
     RealCode(f"{REAL}:SplitLinearGRUCell", "gru_cell", "param_names", UNCHECKED, NO,
              {"factory_kwargs": "signature"}),
+    RealCode(f"{REAL}:BatchFirstByDefaultLSTM", "lstm", "changed_default", YES, NO, {}),
+    RealCode(f"{REAL}:NoBidirectionalGRU", "gru", "", YES, NO, {"bidirectional": "observed"}),
 ]

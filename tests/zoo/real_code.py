@@ -43,6 +43,11 @@ catalogue.py (REAL_CODE).
   reads the input batch-first whatever `batch_first` says, sizes the omitted state by
   input_size and keeps 2-D states; the batched sequence's crash must come before the unbatched
   one's, which explains more checks.
+- `BatchFirstByDefaultLSTM`: torch.nn's LSTM whose `batch_first` defaults to True, as
+  reinforcement-learning libraries' LSTMs do: right whenever the argument is given, another
+  module for code that leaves it out.
+- `NoBidirectionalGRU`: torch.nn's GRU whose constructor raises NotImplementedError for
+  bidirectional=True: a feature it says it lacks, not a wrong function.
 """
 from __future__ import annotations
 
@@ -344,3 +349,17 @@ class GateTripletLSTM(nn.Module):
         if self.batch_first:
             output = output.permute(1, 0, 2).contiguous()
         return output, (h, c)
+
+
+class BatchFirstByDefaultLSTM(nn.LSTM):
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=True,
+                 dropout=0.0, bidirectional=False, proj_size=0, device=None, dtype=None):
+        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout,
+                         bidirectional, proj_size, device, dtype)
+
+
+class NoBidirectionalGRU(nn.GRU):
+    def __init__(self, *args, **kwargs):
+        if kwargs.get("bidirectional"):
+            raise NotImplementedError("bidirectional GRUs are not supported yet")
+        super().__init__(*args, **kwargs)

@@ -54,6 +54,12 @@ TARGETS = [
       for kind in ("lstm", "gru", "lstm_cell", "gru_cell")),
     *(_adapter("jax_cells.py", "FLAX", kind, "flax")
       for kind in ("rnn", "lstm", "gru", "rnn_cell", "lstm_cell", "gru_cell")),
+    *(_adapter("paddle_layers.py", "IMPLEMENTATION", kind, "paddle")
+      for kind in ("rnn", "lstm", "gru", "rnn_cell", "lstm_cell", "gru_cell")),
+    *(_adapter("brevitas_quant.py", "IMPLEMENTATION", kind, "brevitas") for kind in ("rnn", "lstm")),
+    # torchrl's own modules take torch.nn's arguments: judged as they are, with no adapter.
+    *(Target(f"torchrl.modules:{name}", kind, "torchrl") for name, kind in (
+        ("LSTM", "lstm"), ("GRU", "gru"), ("LSTMCell", "lstm_cell"), ("GRUCell", "gru_cell"))),
 ]
 
 

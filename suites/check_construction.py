@@ -13,6 +13,7 @@ from rnnbench.impls.adapt import ARGUMENT_FEATURES, changed_defaults
 from rnnbench.reference import Config
 from rnnbench.reference.kinds import kind_of
 from rnnbench.suites.check_errors import REJECTIONS, rejection_names
+from rnnbench.suites.features import unsupported
 from rnnbench.suites.layers import blocks
 from rnnbench.suites.parammap import Piece
 from rnnbench.suites.results import Finding
@@ -34,7 +35,9 @@ def check_parameters(subject, case) -> dict:
     beside = f"; it also has entries {contract} has not: {listed(extra)}" if extra else ""
     # A map the user gave says the names differ on purpose: it is honoured, not held against them.
     if renamed and not subject.impl.param_map:
-        raise Finding(f"state_dict names differ from {contract}; the checks read them as: "
+        what = "layouts" if all(p.key == name for name, pieces in renamed.items()
+                                for p in pieces) else "names"
+        raise Finding(f"state_dict {what} differ from {contract}; the checks read them as: "
                       f"{pmap.describe()}{beside}", "param_names", param_map=read_as)
     if extra:
         raise Finding(f"state_dict has entries {contract} has not: {listed(extra)}",
@@ -50,12 +53,15 @@ def check_parameters(subject, case) -> dict:
 def check_defaults(subject, case) -> dict:
     """Every torch.nn argument the constructor's signature has defaults to torch.nn's value
     (`rnnbench.impls.adapt.changed_defaults`), so code written for torch.nn that leaves it out
-    builds the module it means."""
-    changed = changed_defaults(subject.kind, subject.impl.kinds[subject.kind])
+    builds the module it means; the arguments of a feature the implementation lacks aside."""
+    lacking = unsupported(subject, tuple(ARGUMENT_FEATURES.values()))
+    changed = {name: why for name, why in
+               changed_defaults(subject.kind, subject.impl.kinds[subject.kind]).items()
+               if ARGUMENT_FEATURES.get(name) not in lacking}
     if changed:
         them = "it" if len(changed) == 1 else "them"
         raise Finding(f"{listed(changed.values())}: code written for {subject.suite.contract} "
-                      f"module that leaves {them} out builds another one",
+                      f"module that leaves {them} out gets another module, or none",
                       "changed_default", argument=next(iter(changed)))
     return {}
 
@@ -107,8 +113,8 @@ class InvalidArgument:
 def check_invalid_arguments(subject, case, arguments: tuple[InvalidArgument, ...]) -> dict:
     """Arguments torch.nn refuses raise ValueError, TypeError or RuntimeError, where the valid
     arguments construct a module (a constructor that raises on everything proves nothing by
-    raising on these). An argument of a feature the implementation lacks (declared, or not in
-    its signature) is not tried: a module without dropout need not validate a dropout rate."""
+    raising on these). An argument of a feature the implementation lacks (declared, not in its
+    signature, or refused) is not tried: a module without dropout need not validate a rate."""
     cfg = case.config
     try:
         subject.construct(cfg)
@@ -118,7 +124,7 @@ def check_invalid_arguments(subject, case, arguments: tuple[InvalidArgument, ...
     constructor = subject.impl.constructor(subject.kind)
     shapes = kind_of(cfg).io_shapes(cfg, case.batch, case.steps)
     accepted, wrong_type = [], []
-    lacking = subject.impl.unsupported_reasons(subject.kind)
+    lacking = unsupported(subject, tuple(ARGUMENT_FEATURES.values()))
     tried = [wrong for wrong in arguments if cfg.kind in wrong.kinds and not any(
         ARGUMENT_FEATURES.get(name) in lacking for name in wrong.changes(cfg))]
     for wrong in tried:

@@ -73,6 +73,9 @@ def check_init(subject, case) -> dict:
     name, fit = wrong[0], fitted[wrong[0]]
     diagnose = subject.suite.diagnose_init
     diagnosis = (diagnose(cfg, samples, wrong) if diagnose else None) or "init_wrong_distribution"
+    if all(name in stands_for and fits(sample_fit(samples[name], spec_dists[name]))
+           for name in wrong):  # each lone bias drawn like one of the two it stands for
+        diagnosis = "single_bias"
     why = (f"{fit['outside']} of {fit['samples']} values outside the bounds" if fit["outside"]
            else f"KS statistic {fit['ks']:.3f}, p = {fit['p_value']:.1e}")
     alone = (f" (the sum of its and {stands_for[name]}'s, which the module lacks)"

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from rnnbench.errors import UsageError
 from rnnbench.impls import load
-from rnnbench.suites.fuzz import case_from_json
+from rnnbench.suites.fuzz import announce_cases, case_from_json
 from rnnbench.suites.runner import (configured, known_lacking, plan, require_available, run_item,
                                     validate_device)
 
 
 def main(options: dict, send) -> int:
     kinds = options["kinds"]
+    announce_cases()
     if options.get("threads"):
         import torch
 

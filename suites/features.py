@@ -10,14 +10,38 @@ where a check needs the feature). Only a declared feature is excused from the dr
 """
 from __future__ import annotations
 
+import warnings
+
 from rnnbench.errors import UsageError
 from rnnbench.impls.adapt import ARGUMENT_FEATURES
 from rnnbench.impls.base import Implementation, required_features
+from rnnbench.suites.results import Finding
 from rnnbench.suites.subject import Subject
 
 SOURCES = ("declared", "signature", "observed")
 # (constructor, kind, device, feature) -> why the module refuses the feature, or None.
 _PROBED: dict[tuple, str | None] = {}
+# (constructor, kind, device, configuration) -> what `refused_configuration` found.
+_BUILT: dict[tuple, NotImplementedError | bool | None] = {}
+
+
+def refused_configuration(subject: Subject, cfg) -> NotImplementedError | bool | None:
+    """The NotImplementedError the subject's constructor raises on `cfg` (it says it does not
+    support it), False when it builds it, None when it fails otherwise (the checks report that,
+    sys.exit included); asked once per process."""
+    key = (subject.impl.kinds.get(subject.kind), subject.kind, subject.device, cfg)
+    if key not in _BUILT:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                subject.construct(cfg)
+                _BUILT[key] = False
+            except Finding as finding:
+                refused = isinstance(finding.__cause__, NotImplementedError)
+                _BUILT[key] = finding.__cause__ if refused else None
+            except SystemExit:
+                _BUILT[key] = None
+    return _BUILT[key]
 
 
 def device_type(device: str) -> str:
@@ -67,4 +91,8 @@ def case_missing_features(subject: Subject, case, dtype: str, backward: bool,
     reasons = unsupported(subject, tuple(asked) if probe else ())
     missing = impl.missing_features(case.config, **how)
     missing += [f for f in needed if f in reasons and f not in missing]
+    refused = [f for f in missing if f in ARGUMENT_FEATURES.values()
+               and source(subject, f) == "observed"]
+    if refused and not refused_configuration(subject, case.config):
+        missing = [f for f in missing if f not in refused]  # this configuration it builds
     return {feature: reasons[feature] for feature in missing}

@@ -24,6 +24,23 @@ from rnnbench.suites.check_numerics import check_forward, check_gradients
 from rnnbench.suites.features import case_missing_features
 from rnnbench.suites.results import Finding, NotSupported
 
+# How a child process announces each drawn case on stderr before running it
+# (`announce_cases`), so that a case that kills it can still be named.
+CASE_LINE = "fuzz case: "
+_announcing = False
+
+
+def announce_cases() -> None:
+    """Print each drawn case before running it, from now on in this process (a child's)."""
+    global _announcing
+    _announcing = True
+
+
+def announced_case(line: str) -> str | None:
+    """The `--case` JSON of a drawn case announced on `line` (a child's last), else None."""
+    return line[len(CASE_LINE):] if line.startswith(CASE_LINE) else None
+
+
 @dataclass(frozen=True)
 class FuzzCase:
     """The "case" of a fuzz item: how many examples to draw, and the plainest configuration of
@@ -90,9 +107,8 @@ def check_fuzz(subject, case: FuzzCase) -> dict:
     def outcome(drawn: Case) -> Finding | None:
         key = case_to_json(drawn)
         if key not in outcomes:
-            # Printed before it runs: when it kills the process, the parent's error message
-            # quotes the child's last line, so the case can be rerun with --case.
-            print(f"fuzz case: {key}", file=sys.stderr, flush=True)
+            if _announcing:  # the parent names it when it kills the process
+                print(f"{CASE_LINE}{key}", file=sys.stderr, flush=True)
             outcomes[key] = _fuzz_one(subject, drawn)
             if outcomes[key] is not None:
                 met.setdefault(cause_of(outcomes[key]), drawn)

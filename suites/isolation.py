@@ -42,6 +42,7 @@ from rnnbench.compiler_cache import PrivateCache
 from rnnbench.errors import UsageError
 from rnnbench.suites import known
 from rnnbench.suites.features import device_type
+from rnnbench.suites.fuzz import CASE_LINE, announced_case
 from rnnbench.suites.results import CheckResult, ConformanceRun
 from rnnbench.suites.runner import validate_kinds
 
@@ -235,7 +236,8 @@ class _Run:
             cache.merge(False, last_result_at)
             # Blame the check it was running (if it died between checks: the next one).
             culprit = running if running is not None else self.next_index() if planned else start
-            self.died(culprit, how, time.monotonic() - since, child.last_line())
+            self.died(culprit, how, time.monotonic() - since, child.last_line(),
+                      announced_case(child.last_line(CASE_LINE)))
 
     def next_event(self, child: ChildProcess, deadline: float) -> dict | None:
         """The child's next event before `deadline` (TimeoutError after it); KeyboardInterrupt
@@ -282,8 +284,10 @@ class _Run:
     def memory_note(self) -> str:
         return f"exceeded the memory limit ({memory_limit_text(self.memory_limit)})"
 
-    def died(self, index: int | None, how: str, duration_s: float, last_output: str) -> None:
-        """Account for a child that stopped early: an error result for item `index`."""
+    def died(self, index: int | None, how: str, duration_s: float, last_output: str,
+             drawn: str | None = None) -> None:
+        """Account for a child that stopped early: an error result for item `index` (a fuzz
+        check's with the `drawn` case it was running, when it announced one)."""
         if self.memory_limit and exceeded_memory(last_output):
             how = f"{self.memory_note()} and {how}"
         said = f"; last output: {last_output}" if last_output else ""
@@ -293,8 +297,11 @@ class _Run:
             return
         item = self.items[index]
         cut = how.startswith(("timed out", "was stopped"))
+        numbers = _incomplete(cut)
+        if drawn:  # the fuzz case it died on: the rerun command gives it as --case
+            numbers["case"] = drawn
         self.record(index, CheckResult(**item, outcome="error", message=f"the process {how}{said}",
-                                       duration_s=duration_s, numbers=_incomplete(cut)))
+                                       duration_s=duration_s, numbers=numbers))
         self.lost_s += duration_s
         self.in_a_row.append("hung" if cut else "died")
         if len(self.in_a_row) >= CRASH_LIMIT:

@@ -54,8 +54,11 @@ def learn_roles(cfg: Config, shapes: dict[str, tuple]) -> dict[str, tuple[str, s
     roles: dict[str, tuple[str, str]] = {}
     torch_names = blocks(cfg)
     for key, shape in shapes.items():
-        if key in torch_names:  # torch.nn's own name: its own block
-            roles[template(key)] = (torch_names[key], "plain")
+        if key in torch_names:  # torch.nn's own name: its own block, stored x @ W's way maybe
+            want = spec[torch_names[key]]
+            transposed = len(want) == 2 and tuple(shape) == tuple(want[::-1])
+            layout = ("?" if want[0] == want[1] else "T") if transposed else "plain"
+            roles[template(key)] = (torch_names[key], layout)
             continue
         candidates = [(block, layout) for block, want in spec.items()
                       for layout, got in (("plain", want), ("T", want[::-1]))
@@ -214,8 +217,8 @@ def resolve(cfg: Config, shapes: dict[str, tuple], roles: dict[str, tuple[str, s
     gated: dict[str, dict[str, Piece]] = {}
     units = _units(cfg, [key for key in shapes if template(key) in roles or key in spec])
     for key, (layer, direction) in units.items():
-        if key in spec:
-            entries[key].append(Piece(key))
+        if key in spec:  # torch.nn's own name: as the probe's is stored (x @ W's way maybe)
+            entries[key].append(Piece(key, roles.get(template(key), (key, "plain"))[1]))
             continue
         block, layout = roles[template(key)]
         suffix = "" if cfg.is_cell else param_suffix(layer, direction)

@@ -93,13 +93,17 @@ def identity(cfg) -> ParamMap:
 
 def by_name(cfg, shapes: dict[str, tuple]) -> ParamMap:
     """Every spec name found as a key of its own or, in a module nested in another, as the one
-    key ending in "." + name; MappingError naming the names not found."""
+    key ending in "." + name; MappingError naming the names not found, or a matrix stored
+    transposed (x @ W's layout under torch.nn's names), which the kind's inference reads."""
     entries, missing = {}, []
-    for name in spec_shapes(cfg):
+    for name, shape in spec_shapes(cfg).items():
         matches = ([key for key in shapes if key == name]
                    or [key for key in shapes if key.endswith("." + name)])
         if len(matches) == 1:
             entries[name] = (Piece(matches[0]),)
+            if len(shape) == 2 and shape[0] != shape[1] and \
+                    tuple(shapes[matches[0]]) == tuple(shape[::-1]):
+                raise MappingError(f"{matches[0]} is stored transposed")
         else:
             missing.append(name)
     if missing:

@@ -54,6 +54,11 @@ _PARAMETRIZED = re.compile(r"(^|\.)parametrizations\.[^.]+\.original\d*$")
 _HOOK_ENTRIES = {WeightNorm: ("_g", "_v"), SpectralNorm: ("_orig", "_u", "_v")}
 
 
+def _column_of(shape) -> int | None:
+    """The length of a column (n, 1) or row (1, n); None for any other shape."""
+    return max(shape) if len(shape) == 2 and min(shape) == 1 else None
+
+
 def state_shapes(module: torch.nn.Module) -> dict[str, tuple]:
     """The shapes of the state_dict entries the spec's parameters can be read from, which
     `unreadable` entries are not."""
@@ -185,15 +190,21 @@ class Subject:
                                        for name, pieces in pmap.entries.items() if len(pieces) == 1})
         optional = self.suite.optional_parameters(cfg) if self.suite.optional_parameters else ()
         lacking = [name for name in pmap.missing if name not in optional]
+        # A key no rule placed that is shaped like a parameter the map lacks may be it, and so
+        # may a column (H, 1) or row (1, H) the size of a missing bias or of one gate's block
+        # of it: the function is then not checked, rather than failed for a parameter it may
+        # have, or for a bias held at zero that it has and uses.
+        gates = len(getattr(cfg, "gates", "")) or 1
         wanted = {tuple(shape) for name, shape in spec_shapes(cfg).items() if name in lacking}
         wanted |= {shape[::-1] for shape in wanted}
-        # A key no rule placed that is shaped like a parameter the map lacks may be it: the
-        # function is then not checked, rather than failed for a parameter it may have.
-        unplaced = [f"{key} {shape}" for key, shape in shapes.items()
-                    if key not in pmap.keys() and tuple(shape) in wanted]
-        if lacking and unplaced:
-            raise Finding(f"no entry of the state_dict was found for {listed(lacking)}; not "
-                          f"placed: {listed(unplaced)}", "param_names", parameter=lacking[0],
+        columns = {size for name, shape in spec_shapes(cfg).items() if name in pmap.missing
+                   and len(shape) == 1 for size in (shape[0], shape[0] // gates)}
+        unplaced = [f"{key} {shape}" for key, shape in shapes.items() if key not in pmap.keys()
+                    and (tuple(shape) in wanted or _column_of(shape) in columns)]
+        if pmap.missing and unplaced:
+            absent = lacking or pmap.missing
+            raise Finding(f"no entry of the state_dict was found for {listed(absent)}; not "
+                          f"placed: {listed(unplaced)}", "param_names", parameter=absent[0],
                           parameters_matched=False)
         if lacking:
             raise Finding(f"state_dict lacks {listed(lacking)}; it has {listed(list(shapes))}",

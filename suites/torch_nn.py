@@ -43,6 +43,7 @@ from rnnbench.suites.check_construction import InvalidArgument
 from rnnbench.suites.check_errors import INPUT_DTYPE, WRONG_INPUTS
 from rnnbench.suites.compare import SAMPLE_VALUES
 from rnnbench.suites.diagnoses import diagnose, final_state_mismatch
+from rnnbench.suites.features import refused_configuration
 from rnnbench.suites.divergence import locate
 from rnnbench.suites.kinds import SuiteKind, register_kind
 from rnnbench.suites.layers import blocks, is_batched, time_major
@@ -422,25 +423,21 @@ _ASKED_FOR = {"num_layers": ({}, {"num_layers": 2}),
 
 
 def probe_constructor(feature: str, subject) -> str | None:
-    """A constructor feature (`_ASKED_FOR`) is not supported when the constructor raises on a
-    configuration asking for it (`NotImplementedError("bidirectional not supported")`) and builds
-    the same configuration without it, as `probe_unbatched` reads forward."""
+    """A constructor feature (`_ASKED_FOR`) is refused when the constructor raises
+    NotImplementedError, Python's way of saying so, on a configuration asking for it and builds
+    the same configuration without it. Any other exception is a crash, which the checks report;
+    and a case is excused only where its own configuration is refused too
+    (`rnnbench.suites.features.refused_configuration`): a stack refused at some sizes and built
+    at others is judged where it builds."""
     without, asked = (probe_config(subject.kind).replace(**change)
                       for change in _ASKED_FOR[feature])
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            subject.construct(without)
-        except Finding:
-            return None  # the checks say how
-        try:
-            subject.construct(asked)
-        except Finding as finding:
-            error = finding.__cause__
-            if error is not None:  # not a module returned, which the checks report
-                return (f"asked for {_arguments(asked, without)}, the constructor raised "
-                        f"{one_line(error)}" + _at(error))
-    return None
+    if refused_configuration(subject, without) is not False:
+        return None  # refused or crashing without the feature too: the checks say how
+    error = refused_configuration(subject, asked)
+    if not error:
+        return None
+    return (f"asked for {_arguments(asked, without)}, the constructor raised {one_line(error)}"
+            + _at(error))
 
 
 def _arguments(asked: Config, without: Config) -> str:

@@ -310,7 +310,7 @@ class OneBiasLikeOneOfTwo(OneBiasLSTMCell):
 def test_one_bias_for_two_is_judged_as_their_sum_at_init():
     assert not failed(run(OneBiasLSTMCell, "lstm_cell", "init"))
     [wrong] = failed(run(OneBiasLikeOneOfTwo, "lstm_cell", "init"))
-    assert wrong.diagnosis == "init_wrong_distribution"
+    assert wrong.diagnosis == "single_bias"
     assert "(the sum of its and bias_hh's, which the module lacks)" in wrong.message
     assert not failed(run(OneBiasLikeOneOfTwo, "lstm_cell", "forward"))
 
@@ -675,6 +675,7 @@ def test_fuzzing_finds_a_bug_outside_the_case_tables_and_prints_a_rerun(tmp_path
 def test_a_drawn_case_that_kills_the_process_is_named_so_it_can_be_rerun(tmp_path):
     from rnnbench.suites import conform
     from rnnbench.suites.fuzz import case_from_json
+    from rnnbench.suites.text import rerun_command
 
     (tmp_path / "crash.py").write_text(textwrap.dedent("""
         import os, signal, torch
@@ -688,7 +689,8 @@ def test_a_drawn_case_that_kills_the_process_is_named_so_it_can_be_rerun(tmp_pat
     doc = conform(f"{tmp_path / 'crash.py'}:CrashesStacked", kinds=["gru"], fuzz=20)
     [result] = doc.results
     assert result.outcome == "error" and "SIGSEGV; last output: fuzz case: " in result.message
-    assert case_from_json(result.message.split("fuzz case: ", 1)[1]).config.num_layers > 1
+    assert case_from_json(result.numbers["case"]).config.num_layers > 1
+    assert f"--case {shlex.quote(result.numbers['case'])}" in rerun_command(doc, result)
 
 
 def test_fuzzing_a_correct_implementation_finds_nothing():

@@ -104,29 +104,38 @@ def test_parameters_of_its_own_are_judged_by_what_they_change():
     assert buffers.outcome == "passed", buffers.message
 
 
-def test_a_constructor_refusing_a_feature_lacks_it_and_one_refusing_everything_fails():
+def test_a_constructor_refusing_a_feature_lacks_it_where_it_refuses_and_is_judged_elsewhere():
     from torch import nn
 
     from rnnbench.impls import Implementation
     from rnnbench.suites.runner import run_checks
 
-    class NoLayers(nn.RNN):
-        def __init__(self, input_size, hidden_size, num_layers=1, **kwargs):
-            if num_layers > 1:
-                raise ValueError("stacked layers are not implemented")
-            super().__init__(input_size, hidden_size, num_layers, **kwargs)
+    def stacked(refusal, square_too=False):
+        class Stacked(nn.RNN):
+            def __init__(self, input_size, hidden_size, num_layers=1, **kwargs):
+                if num_layers > 1 and (square_too or input_size != hidden_size):
+                    raise refusal("stacked layers are not implemented")
+                super().__init__(input_size, hidden_size, num_layers, **kwargs)
 
-    class Refuses(nn.RNN):
-        def __init__(self, *args, **kwargs):
-            raise NotImplementedError("nothing yet")
+            def forward(self, input, hx=None):  # a residual from the second layer on
+                output, h_n = super().forward(input, hx)
+                return (output + input if self.num_layers > 1 else output), h_n
+        return Stacked
 
-    [stacked] = run_checks(Implementation("n", {"rnn": NoLayers}), checks="forward/three-layer-square")
-    assert stacked.outcome == "not_supported", stacked.message
-    assert stacked.numbers["sources"] == {"num_layers": "observed"}
-    assert "asked for num_layers=2, the constructor raised ValueError" in stacked.message
-    [nothing] = run_checks(Implementation("r", {"rnn": Refuses}),
-                           checks="forward/three-layer-square")
-    assert nothing.outcome == "failed" and "NotImplementedError" in nothing.message
+    def judged(constructor):
+        [result] = run_checks(Implementation("s", {"rnn": constructor}),
+                              checks="forward/three-layer-square")
+        return result
+
+    refused = judged(stacked(NotImplementedError, square_too=True))
+    assert refused.outcome == "not_supported" and refused.numbers["sources"] == {
+        "num_layers": "observed"}
+    assert "asked for num_layers=2, the constructor raised NotImplementedError" in refused.message
+    # refused at the probe's sizes, built at the case's: judged, and its residual found
+    assert judged(stacked(NotImplementedError)).outcome == "failed"
+    # any other exception is a crash, not a refusal
+    crash = judged(stacked(ValueError, square_too=True))
+    assert crash.outcome == "failed" and "ValueError" in crash.message
 
 
 def test_a_crash_with_a_state_is_not_read_as_batch_first_where_half_precision_blurs_the_two():

@@ -223,4 +223,10 @@ REAL_CODE = [
              {"factory_kwargs": "signature"}),
     RealCode(f"{REAL}:BatchFirstByDefaultLSTM", "lstm", "changed_default", YES, NO, {}),
     RealCode(f"{REAL}:NoBidirectionalGRU", "gru", "", YES, NO, {"bidirectional": "observed"}),
+    RealCode(f"{REAL}:ColumnBiasLSTM", "lstm", "param_names", UNCHECKED, NO,
+             {**dict.fromkeys(("num_layers", "bidirectional", "batch_first", "dropout",
+                               "no_bias", "proj_size", "factory_kwargs"), "signature"),
+              "packed": "observed"}),
+    RealCode(f"{REAL}:RightMultipliedRNNCell", "rnn_cell", "param_names", YES, NO,
+             {"factory_kwargs": "signature"}),
 ]

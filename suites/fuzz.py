@@ -21,7 +21,7 @@ from rnnbench.reference.kinds import config_from_dict
 from rnnbench.findings import cause_of
 from rnnbench.suites.cases import OMITTED, Case
 from rnnbench.suites.check_numerics import check_forward, check_gradients
-from rnnbench.suites.features import case_missing_features
+from rnnbench.suites.features import case_missing_features, source
 from rnnbench.suites.results import Finding, NotSupported
 
 # How a child process announces each drawn case on stderr before running it
@@ -103,13 +103,14 @@ def check_fuzz(subject, case: FuzzCase) -> dict:
 
     outcomes: dict[str, Finding | None] = {}
     met: dict[str, Case] = {}  # cause -> the first case that failed with it, in the order met
+    skipped: dict[str, str] = {}  # feature lacked without declaring it -> "reason (source)"
 
     def outcome(drawn: Case) -> Finding | None:
         key = case_to_json(drawn)
         if key not in outcomes:
             if _announcing:  # the parent names it when it kills the process
                 print(f"{CASE_LINE}{key}", file=sys.stderr, flush=True)
-            outcomes[key] = _fuzz_one(subject, drawn)
+            outcomes[key] = _fuzz_one(subject, drawn, skipped)
             if outcomes[key] is not None:
                 met.setdefault(cause_of(outcomes[key]), drawn)
         return outcomes[key]
@@ -129,7 +130,7 @@ def check_fuzz(subject, case: FuzzCase) -> dict:
     except NoSuchExample:
         pass
     if not met:
-        return {"examples": len(outcomes)}
+        return {"examples": len(outcomes), **({"skipped": skipped} if skipped else {})}
     ordered = list(met)[:MAX_CAUSES]
     smallest = {}
     for cause in ordered:
@@ -149,11 +150,16 @@ def check_fuzz(subject, case: FuzzCase) -> dict:
                   **{k: v for k, v in finding.numbers.items() if k not in ("case", "cases")})
 
 
-def _fuzz_one(subject, drawn: Case) -> Finding | None:
+def _fuzz_one(subject, drawn: Case, skipped: dict[str, str]) -> Finding | None:
     """The float64 forward and gradient checks on one drawn case (the forward alone where the
     implementation has no backward): None when they pass or the implementation lacks a feature
-    the case needs, else their finding."""
-    if case_missing_features(subject, drawn, "float64", False):
+    the case needs (added to `skipped` unless declared: it still counts against drop-in), else
+    their finding."""
+    missing = case_missing_features(subject, drawn, "float64", False)
+    for feature, reason in missing.items():
+        if source(subject, feature) != "declared":
+            skipped.setdefault(feature, f"{reason} ({source(subject, feature)})")
+    if missing:
         return None  # a feature the implementation lacks: not a finding
     try:
         check_forward(subject, drawn, dtype="float64")

@@ -96,9 +96,12 @@ def cut_short(result) -> bool:
 
 def undeclared_features(results: Iterable) -> dict[str, str]:
     """Feature -> "reason (source)" for every feature the results skipped that the
-    implementation lacks without declaring it (absent from its signatures, or observed)."""
+    implementation lacks without declaring it (absent from its signatures, or observed),
+    drawn cases a fuzz search skipped included."""
     found = {}
     for result in results:
+        found.update({feature: why for feature, why in result.numbers.get("skipped", {}).items()
+                      if feature not in found})
         if result.outcome != "not_supported":
             continue
         sources = result.numbers.get("sources") or {}

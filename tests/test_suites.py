@@ -693,6 +693,23 @@ def test_a_drawn_case_that_kills_the_process_is_named_so_it_can_be_rerun(tmp_pat
     assert f"--case {shlex.quote(result.numbers['case'])}" in rerun_command(doc, result)
 
 
+def test_drawn_cases_a_module_refuses_count_against_it_as_drop_in():
+    from rnnbench.suites.results import judge
+
+    class NoBidirectional(nn.GRU):
+        def __init__(self, *args, **kwargs):
+            if kwargs.get("bidirectional"):
+                raise NotImplementedError("bidirectional GRUs are not supported")
+            super().__init__(*args, **kwargs)
+
+    results = run_checks(Implementation("n", {"gru": NoBidirectional}), fuzz=30)
+    assert [r.outcome for r in results] == ["passed"]
+    assert "bidirectional" in results[0].numbers["skipped"]
+    verdicts = judge(results)
+    assert (verdicts["numerics"].state, verdicts["drop-in"].state) == (
+        "conforms", "does not conform")
+
+
 def test_fuzzing_a_correct_implementation_finds_nothing():
     results = run_checks(EAGER, kinds=["gru", "lstm_cell"], fuzz=8)
     assert [r.outcome for r in results] == ["passed", "passed"]

@@ -53,6 +53,8 @@ catalogue.py (REAL_CODE).
   reads, so the function is not checked, never failed for biases it has and uses.
 - `RightMultipliedRNNCell`: torch.nn's names, stored for x @ W (weight_ih (I, H), weight_hh
   (H, H)), with torch.nn's init and both biases: read transposed, and right.
+- `ProjectedZeroStateLSTM`: torch.nn's LSTM whose omitted state makes h hidden_size wide even
+  with a projection (a framework port's bug), so a projected LSTM without a state crashes.
 """
 from __future__ import annotations
 
@@ -419,3 +421,13 @@ class RightMultipliedRNNCell(nn.Module):
         if self.bias_ih is not None:
             pre = pre + self.bias_ih + self.bias_hh
         return torch.tanh(pre) if self.nonlinearity == "tanh" else torch.relu(pre)
+
+
+class ProjectedZeroStateLSTM(nn.LSTM):
+    def forward(self, input, hx=None):
+        if hx is None and self.proj_size and input.dim() == 3:
+            layers = self.num_layers * (2 if self.bidirectional else 1)
+            zeros = input.new_zeros(layers, input.shape[0 if self.batch_first else 1],
+                                    self.hidden_size)
+            hx = (zeros, zeros)
+        return super().forward(input, hx)

@@ -34,6 +34,8 @@ DIAGNOSES: dict[str, str] = {
     "reverse_not_reversed": "reverse direction not reversed in time",
     "reverse_h_n_wrong_end": "h_n of the reverse direction taken at the wrong end",
     "batch_first_ignored": "batch_first ignored",
+    "state_before_input": "forward takes the state first, forward(h, x), where torch.nn's cells "
+                          "take (input, hx)",
     "dropout_in_eval": "dropout active in eval mode",
     "dropout_after_last_layer": "dropout applied after the last layer",
     "dropout_wrong_scale": "dropout not scaled by 1/(1-p) (or wrong rate)",

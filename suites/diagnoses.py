@@ -42,7 +42,7 @@ def diagnose(run, observed: dict | None, message: str = "") -> str | None:
         return "weight_transposed"
     tol = run.tolerance()
     expected = run.expected()
-    for probe in (_h0_none_unhandled, _batch_first_ignored,
+    for probe in (_h0_none_unhandled, _state_first, _batch_first_ignored,
                   _always_batch_first, _training_changes_output, _gates_split_by_size):
         found = probe(run, observed, expected, tol)
         if found:
@@ -169,6 +169,19 @@ def _training_changes_output(run, observed, expected, tol) -> str | None:
     finally:
         run.module.train()
     return "dropout_wrong_scale" if agree(in_eval, expected, tol) else None
+
+
+def _state_first(run, observed, expected, tol) -> str | None:
+    """A cell whose forward takes the state first, forward(h, x), is right when called so."""
+    if not run.cfg.is_cell or run.hx64 is None:
+        return None
+    x, hx = run.tensors()
+    try:
+        swapped = run.unpack(run.cfg, x, call("forward", run.module, nest_state(run.cfg, hx), x))
+    except Finding:
+        return None
+    seen = {name: to_numpy(value) for name, value in swapped.items()}
+    return "state_before_input" if agree(seen, expected, tol) else None
 
 
 def _always_batch_first(run, observed, expected, tol) -> str | None:

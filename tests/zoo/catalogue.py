@@ -229,6 +229,8 @@ REAL_CODE = [
               "packed": "observed"}),
     RealCode(f"{REAL}:RightMultipliedRNNCell", "rnn_cell", "param_names", YES, NO,
              {"factory_kwargs": "signature"}),
+    RealCode(f"{REAL}:StateFirstRNNCell", "rnn_cell", "state_before_input", NO, NO,
+             {"optional_state": "signature"}),
     RealCode(f"{REAL}:ProjectedZeroStateLSTM", "lstm", "h0_none_unhandled", NO, NO, {},
              quick=False),
 ]

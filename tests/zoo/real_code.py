@@ -53,6 +53,8 @@ catalogue.py (REAL_CODE).
   reads, so the function is not checked, never failed for biases it has and uses.
 - `RightMultipliedRNNCell`: torch.nn's names, stored for x @ W (weight_ih (I, H), weight_hh
   (H, H)), with torch.nn's init and both biases: read transposed, and right.
+- `StateFirstRNNCell`: torch.nn's cell behind forward(h, x), the state first, as some tutorials
+  write a step.
 - `ProjectedZeroStateLSTM`: torch.nn's LSTM whose omitted state makes h hidden_size wide even
   with a projection (a framework port's bug), so a projected LSTM without a state crashes.
 """
@@ -431,3 +433,8 @@ class ProjectedZeroStateLSTM(nn.LSTM):
                                     self.hidden_size)
             hx = (zeros, zeros)
         return super().forward(input, hx)
+
+
+class StateFirstRNNCell(nn.RNNCell):
+    def forward(self, h, x):
+        return super().forward(x, h)

@@ -68,9 +68,10 @@ def changed_defaults(kind: str, constructor: Callable) -> dict[str, str]:
     default than torch.nn's, or requires: name -> what it says of it. Code that leaves them out,
     as `nn.LSTM(10, 20)` does, gets another module (or none). Sizes are not compared (torch.nn
     requires them too), nor device and dtype (a `device="cpu"` default builds what torch.nn's
-    None builds, but for a changed torch default device), nor a default of None, the usual
-    "not given" that the constructor replaces (`proj_size=None` for 0); nothing is known of an
-    unreadable signature or of `**kwargs`."""
+    None builds, but for a changed torch default device), nor a default of None where torch.nn's
+    is false too (`proj_size=None` for 0: both say "none"; `bias=None` is no bias, where
+    torch.nn's default has one); nothing is known of an unreadable signature or of
+    `**kwargs`."""
     own = _signature(constructor)
     torch_parameters = torch_signature(kind).parameters
     changed = {}
@@ -81,7 +82,7 @@ def changed_defaults(kind: str, constructor: Callable) -> dict[str, str]:
         default = torch_parameters[name].default
         if parameter.default is parameter.empty:
             changed[name] = f"`{name}` is required (torch.nn's defaults to {default!r})"
-        elif parameter.default is not None and not _equal(parameter.default, default):
+        elif not _equal(parameter.default, default) and (parameter.default is not None or default):
             changed[name] = f"`{name}` defaults to {parameter.default!r}, torch.nn's to {default!r}"
     return changed
 

@@ -208,12 +208,15 @@ class ChildProcess:
         """Kill the child and its process group now (nothing happens if it has ended)."""
         self._end()
 
-    def last_line(self, prefix: str = "") -> str:
-        """The last non-empty line the child printed (the last starting with `prefix`, whole,
-        when one is given), made printable; "" if none."""
+    def last_line(self, marker: str = "") -> str:
+        """The last non-empty line the child printed, made printable; "" if none. With a
+        `marker`: what follows it on the last line that has it, whole (output the child wrote
+        without a newline may come before it on that line)."""
         lines = [line.strip() for line in self.tail.decode(errors="replace").splitlines()]
-        lines = [line for line in lines if line and line.startswith(prefix)]
-        return printable(lines[-1] if prefix else lines[-1][:200]) if lines else ""
+        lines = [line for line in lines if line and marker in line]
+        if not lines:
+            return ""
+        return printable(lines[-1].rpartition(marker)[2] if marker else lines[-1][:200])
 
     def _exited(self) -> bool:
         """Whether the child has exited, without reaping it: its process ID, and so its group

@@ -15,6 +15,7 @@ checks name their findings themselves (init, dropout, error inputs, parameter na
 """
 from __future__ import annotations
 
+import inspect
 import re
 
 import numpy as np
@@ -22,6 +23,7 @@ import torch
 
 from rnnbench.findings import DIAGNOSES  # noqa: F401  (re-exported: the suites' vocabulary)
 from rnnbench import reference
+from rnnbench.impls.adapt import StateAdapter
 from rnnbench.reference import io_shapes, param_shapes
 from rnnbench.reference.numerics import flatten_outputs, nest_state, state_names
 from rnnbench.suites import mistakes
@@ -157,9 +159,10 @@ def _tensors(value):
 
 
 def _training_changes_output(run, observed, expected, tol) -> str | None:
-    """A module without dropout that is right in eval mode but wrong in training mode drops
-    units with p = 0."""
-    if not run.module.training or run.cfg.is_cell or run.cfg.dropout:
+    """A module without dropout whose output is right in eval mode but wrong in training mode
+    drops units with p = 0. (One that raised is not judged so: its eval run differs in more than
+    the mode, e.g. inputs that do not require gradients.)"""
+    if observed is None or not run.module.training or run.cfg.is_cell or run.cfg.dropout:
         return None
     run.module.eval()
     try:
@@ -172,8 +175,10 @@ def _training_changes_output(run, observed, expected, tol) -> str | None:
 
 
 def _state_first(run, observed, expected, tol) -> str | None:
-    """A cell whose forward takes the state first, forward(h, x), is right when called so."""
-    if not run.cfg.is_cell or run.hx64 is None:
+    """A cell whose forward names its first argument as a state (h, hx, hidden, state, prev_h)
+    is right when called forward(state, input). (Behaviour alone cannot tell it from W_ih and
+    W_hh applied to each other's operand, hence the name.)"""
+    if not run.cfg.is_cell or run.hx64 is None or not _state_named_first(run.module):
         return None
     x, hx = run.tensors()
     try:
@@ -182,6 +187,15 @@ def _state_first(run, observed, expected, tol) -> str | None:
         return None
     seen = {name: to_numpy(value) for name, value in swapped.items()}
     return "state_before_input" if agree(seen, expected, tol) else None
+
+
+def _state_named_first(module) -> bool:
+    module = module.inner if isinstance(module, StateAdapter) else module
+    try:
+        first = next(iter(inspect.signature(module.forward).parameters), "")
+    except (TypeError, ValueError):
+        return False
+    return first.lower().startswith(("h", "state", "prev"))
 
 
 def _always_batch_first(run, observed, expected, tol) -> str | None:

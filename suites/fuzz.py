@@ -36,9 +36,6 @@ def announce_cases() -> None:
     _announcing = True
 
 
-def announced_case(line: str) -> str | None:
-    """The `--case` JSON of a drawn case announced on `line` (a child's last), else None."""
-    return line[len(CASE_LINE):] if line.startswith(CASE_LINE) else None
 
 
 @dataclass(frozen=True)
@@ -109,7 +106,7 @@ def check_fuzz(subject, case: FuzzCase) -> dict:
         key = case_to_json(drawn)
         if key not in outcomes:
             if _announcing:  # the parent names it when it kills the process
-                print(f"{CASE_LINE}{key}", file=sys.stderr, flush=True)
+                print(f"\n{CASE_LINE}{key}", file=sys.stderr, flush=True)
             outcomes[key] = _fuzz_one(subject, drawn, skipped)
             if outcomes[key] is not None:
                 met.setdefault(cause_of(outcomes[key]), drawn)

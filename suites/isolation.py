@@ -42,7 +42,7 @@ from rnnbench.compiler_cache import PrivateCache
 from rnnbench.errors import UsageError
 from rnnbench.suites import known
 from rnnbench.suites.features import device_type
-from rnnbench.suites.fuzz import CASE_LINE, announced_case
+from rnnbench.suites.fuzz import CASE_LINE
 from rnnbench.suites.results import CheckResult, ConformanceRun
 from rnnbench.suites.runner import validate_kinds
 
@@ -237,7 +237,7 @@ class _Run:
             # Blame the check it was running (if it died between checks: the next one).
             culprit = running if running is not None else self.next_index() if planned else start
             self.died(culprit, how, time.monotonic() - since, child.last_line(),
-                      announced_case(child.last_line(CASE_LINE)))
+                      child.last_line(CASE_LINE) or None)
 
     def next_event(self, child: ChildProcess, deadline: float) -> dict | None:
         """The child's next event before `deadline` (TimeoutError after it); KeyboardInterrupt

@@ -189,7 +189,8 @@ def _settle_biases(roles: dict, shapes: dict, cfg: Config) -> None:
     biases = [name for name, (block, _) in roles.items() if block == "bias"]
     weight_side = {name.rsplit(".", 1)[0]: block for name, (block, _) in roles.items()
                    if name.endswith(".weight")}
-    open_slots = ["bias_ih", "bias_hh"]
+    taken = {block for block, _ in roles.values()}  # a bias under torch.nn's own name
+    open_slots = [slot for slot in ("bias_ih", "bias_hh") if slot not in taken]
     unplaced = []
     for name in biases:
         owner = weight_side.get(name.rsplit(".", 1)[0]) if name.endswith(".bias") else None
@@ -217,8 +218,8 @@ def resolve(cfg: Config, shapes: dict[str, tuple], roles: dict[str, tuple[str, s
     gated: dict[str, dict[str, Piece]] = {}
     units = _units(cfg, [key for key in shapes if template(key) in roles or key in spec])
     for key, (layer, direction) in units.items():
-        if key in spec:  # torch.nn's own name: as the probe's is stored (x @ W's way maybe)
-            entries[key].append(Piece(key, roles.get(template(key), (key, "plain"))[1]))
+        if key in spec:  # torch.nn's own name, stored x @ W's way maybe
+            entries[key].append(Piece(key, _own_name_layout(cfg, key, shapes[key], roles)))
             continue
         block, layout = roles[template(key)]
         suffix = "" if cfg.is_cell else param_suffix(layer, direction)
@@ -237,6 +238,18 @@ def resolve(cfg: Config, shapes: dict[str, tuple], roles: dict[str, tuple[str, s
         if name in entries and set(pieces) == set(cfg.gates):
             entries[name] = [pieces[gate] for gate in cfg.gates]
     return ParamMap({name: tuple(pieces) for name, pieces in entries.items()})
+
+
+def _own_name_layout(cfg: Config, key: str, shape: tuple, roles: dict) -> str:
+    """How a key with torch.nn's own name is stored: transposed when its shape is the spec's
+    reversed; a square one as the probe showed its block (in any layer or direction)."""
+    want = tuple(param_shapes(cfg)[key])
+    if len(want) != 2 or tuple(shape) not in (want, want[::-1]):
+        return "plain"
+    if want[0] != want[1]:
+        return "T" if tuple(shape) == want[::-1] else "plain"
+    block = blocks(cfg)[key]
+    return next((layout for shown, layout in roles.values() if shown == block), "plain")
 
 
 def _units(cfg: Config, keys: list[str]) -> dict[str, tuple[int, int]]:

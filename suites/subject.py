@@ -149,6 +149,19 @@ class Subject:
         cannot be told."""
         return self.layout(module, cfg)[1]
 
+    def _identity(self, cfg, shapes: dict[str, tuple]) -> ParamMap:
+        """The spec's names where they are, unless the kind's inference reads them transposed:
+        torch.nn's names stored x @ W's way show it on the probe, and square matrices cannot
+        show it themselves."""
+        if self.suite.param_map is not None:
+            try:
+                inferred = self.suite.param_map(self, cfg, shapes)
+            except parammap.MappingError:
+                return parammap.identity(cfg)
+            if any(piece.layout == "T" for pieces in inferred.entries.values() for piece in pieces):
+                return inferred
+        return parammap.identity(cfg)
+
     def _inferred(self, cfg, shapes: dict[str, tuple]) -> ParamMap:
         """The map of a module that does not speak the spec's names at the top level: the
         spec's names inside a nested module, else the kind's own inference where it has one."""
@@ -169,7 +182,7 @@ class Subject:
             if self.impl.param_map:
                 pmap = parammap.from_user(cfg, shapes, dict(self.impl.param_map))
             elif all(shapes.get(name) == tuple(shape) for name, shape in spec_shapes(cfg).items()):
-                pmap = parammap.identity(cfg)
+                pmap = self._identity(cfg, shapes)
             else:
                 pmap = self._inferred(cfg, shapes)
         except parammap.MappingError as exc:

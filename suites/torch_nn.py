@@ -85,7 +85,7 @@ CASES: tuple[Case, ...] = (
     # The form from-scratch projections take: one layer, one direction.
     *_rows(("lstm",), "projection", 3, 5, input_size=4, hidden_size=6, proj_size=2),
     # The omitted state of a projected stack is (layers * directions, batch, proj_size) for h.
-    *_rows(("lstm",), "projection-h0-omitted", 3, 4, h0=False, features=OMITTED, input_size=4,
+    *_rows(("lstm",), "projection-h0-omitted", 3, 5, h0=False, features=OMITTED, input_size=4,
            hidden_size=6, num_layers=2, bidirectional=True, proj_size=2),
     *_rows(CELLS, "batched", 4, input_size=3, hidden_size=5, quick=True),
     *_rows(CELLS, "h0-omitted", 2, h0=False, features=OMITTED, input_size=3, hidden_size=5,

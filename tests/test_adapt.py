@@ -154,13 +154,14 @@ def test_learning_the_rejected_keywords_leaves_the_generators_as_they_were():
 
 
 def test_a_default_other_than_torch_nn_s_or_none_at_all_is_named():
-    def constructor(input_dim, hidden_dim, num_layers, bias=1, batch_first=True,
+    def constructor(input_dim, hidden_dim, num_layers, bias=None, batch_first=True,
                     dropout=torch.zeros(2), proj_size=None, **kwargs):
-        """bias=1 is torch.nn's True; a tensor default cannot be compared to torch.nn's; None
-        is "not given"."""
+        """bias=None is no bias (torch.nn's True has one), proj_size=None none (as torch.nn's
+        0); a tensor default cannot be compared to torch.nn's."""
 
     assert changed_defaults("lstm", constructor) == {
         "num_layers": "`num_layers` is required (torch.nn's defaults to 1)",
+        "bias": "`bias` defaults to None, torch.nn's to True",
         "batch_first": "`batch_first` defaults to True, torch.nn's to False",
         "dropout": "`dropout` defaults to tensor([0., 0.]), torch.nn's to 0.0"}
     assert changed_defaults("lstm", KeywordsRNN) == {}

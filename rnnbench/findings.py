@@ -121,7 +121,7 @@ _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 # Words that differ between the same failure in several dtypes, or of several copy routes: a
 # message is grouped with them taken out.
-_DTYPE_WORDS = re.compile(r"\b(torch\.)?(float(16|32|64)|bfloat16|half|double|float|"
+_DTYPE_WORDS = re.compile(r"\b(torch\.|c10::)?(float(16|32|64)|bfloat16|half|double|float|"
                           r"(BFloat16|Half|Float|Double)(Tensor)?)\b", re.IGNORECASE)
 _COPY_ROUTE = re.compile(r"^(deepcopy|pickle) raised")
 

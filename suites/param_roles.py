@@ -75,8 +75,9 @@ def learn_roles(cfg: Config, shapes: dict[str, tuple]) -> dict[str, tuple[str, s
     for name in roles:
         same = [key for key in shapes if template(key) == name]
         if len(same) > 1:  # roles go by template, where numbers stand for layers
-            raise MappingError(f"{same[0]} and {same[1]} differ only in a number, and numbers in "
-                               "keys are read as layer numbers")
+            raise MappingError(f"{same[0]} and {same[1]} differ only in a number or a direction "
+                               "marker (fw/bw), read as layers and directions, on a module built "
+                               "with one layer and one direction")
     covered = {block.partition(":")[0] for block, _ in roles.values()}
     if "combined" in covered:
         covered |= {"weight_ih", "weight_hh"}

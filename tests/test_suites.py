@@ -652,6 +652,17 @@ def test_findings_come_by_check_then_by_the_case_they_are_first_met_on():
         "forward raised on batched input", "forward raised on unbatched input", "names differ"]
 
 
+def test_one_failure_in_several_dtypes_is_one_finding_whatever_torch_calls_the_dtype():
+    from rnnbench.findings import group_failures
+    from rnnbench.suites.results import CheckResult
+
+    results = [CheckResult(f"forward{suffix}/h0-omitted", "forward", "gru", "h0-omitted", "failed",
+                           f"forward raised RuntimeError: expected scalar type {name}")
+               for suffix, name in (("", "Double"), ("-bfloat16", "c10::BFloat16"),
+                                    ("-float16", "c10::Half"))]
+    assert len(group_failures(results)) == 1
+
+
 def test_fuzzing_finds_a_bug_outside_the_case_tables_and_prints_a_rerun(tmp_path, capsys):
     (tmp_path / "deep.py").write_text(textwrap.dedent("""
         import torch

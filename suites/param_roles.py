@@ -148,6 +148,17 @@ def _gate(key: str, gates: tuple[str, ...]) -> str | None:
     return None
 
 
+def _side_letter(key: str) -> str | None:
+    """"input" or "hidden" where a per-gate name puts the side's letter before the gate's:
+    b_i_f / b_h_f, b_if / b_hf (x for the input too)."""
+    parts = [p for p in key.lower().split(".") if p not in ("weight", "bias")]
+    words = [w for w in re.sub(r"^(weight|bias|w|u|b)_?", "", parts[-1] if parts else "").split("_")
+             if w not in ("gate", "")]
+    letter = (words[-2] if len(words) >= 2 and len(words[-2]) == 1 else
+              words[-1][0] if words and len(words[-1]) == 2 else "")
+    return {"i": "input", "x": "input", "h": "hidden"}.get(letter)
+
+
 def _per_gate(cfg: Config, shapes: dict[str, tuple], roles: dict) -> None:
     """Roles for a layout with one matrix (and bias) per gate and side, W_ii, W_hi, b_ii, ...:
     "weight_ih:<gate>" etc., concatenated in torch.nn's gate order by `resolve`. The side comes
@@ -166,7 +177,8 @@ def _per_gate(cfg: Config, shapes: dict[str, tuple], roles: dict) -> None:
         owner = roles.get(template(name.rsplit(".", 1)[0] + ".weight")) if name.endswith(".bias") else None
         gate = owner[0].partition(":")[2] if owner else _gate(name, cfg.gates)
         side = (owner[0].partition(":")[0] if owner else
-                {"input": "weight_ih", "hidden": "weight_hh"}.get(_side(name), "weight_ih"))
+                {"input": "weight_ih", "hidden": "weight_hh"}.get(
+                    _side(name) or _side_letter(name), "weight_ih"))
         if gate:
             roles[template(name)] = (f"{side.replace('weight', 'bias')}:{gate}", "plain")
 

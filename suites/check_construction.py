@@ -54,7 +54,7 @@ def check_defaults(subject, case) -> dict:
     """Every torch.nn argument the constructor's signature has defaults to torch.nn's value
     (`rnnbench.impls.adapt.changed_defaults`), so code written for torch.nn that leaves it out
     builds the module it means; the arguments of a feature the implementation lacks aside."""
-    lacking = unsupported(subject, tuple(ARGUMENT_FEATURES.values()))
+    lacking = _lacking(subject)
     changed = {name: why for name, why in
                changed_defaults(subject.kind, subject.impl.kinds[subject.kind]).items()
                if ARGUMENT_FEATURES.get(name) not in lacking}
@@ -64,6 +64,12 @@ def check_defaults(subject, case) -> dict:
                       f"module that leaves {them} out gets another module, or none",
                       "changed_default", argument=next(iter(changed)))
     return {}
+
+
+def _lacking(subject) -> dict[str, str]:
+    """The features the implementation lacks among those a constructor argument controls:
+    declared, absent from its signature, or refused (each asked once per process)."""
+    return unsupported(subject, tuple(ARGUMENT_FEATURES.values()))
 
 
 def check_biases(subject, case) -> dict:
@@ -124,7 +130,7 @@ def check_invalid_arguments(subject, case, arguments: tuple[InvalidArgument, ...
     constructor = subject.impl.constructor(subject.kind)
     shapes = kind_of(cfg).io_shapes(cfg, case.batch, case.steps)
     accepted, wrong_type = [], []
-    lacking = unsupported(subject, tuple(ARGUMENT_FEATURES.values()))
+    lacking = _lacking(subject)
     tried = [wrong for wrong in arguments if cfg.kind in wrong.kinds and not any(
         ARGUMENT_FEATURES.get(name) in lacking for name in wrong.changes(cfg))]
     for wrong in tried:

@@ -36,8 +36,6 @@ def announce_cases() -> None:
     _announcing = True
 
 
-
-
 @dataclass(frozen=True)
 class FuzzCase:
     """The "case" of a fuzz item: how many examples to draw, and the plainest configuration of

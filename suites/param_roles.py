@@ -131,11 +131,17 @@ _GATE_WORDS = {"i": ("i", "in", "input"), "f": ("f", "forget"), "o": ("o", "out"
                "z": ("z", "u", "update"), "n": ("n", "h", "c", "candidate", "new")}
 
 
-def _gate(key: str, gates: tuple[str, ...]) -> str | None:
-    """The gate a per-gate parameter's name says (W_ii, W_hf, U_z, W_xc, forget_gate.weight...)."""
+def _name_words(key: str) -> list[str]:
+    """The words of a per-gate parameter's name after its "W_"/"b_" (an nn.Linear's
+    `weight`/`bias` speak for the submodule): "b_h_f" -> ["h", "f"], "W_ii" -> ["ii"]."""
     parts = [p for p in key.lower().split(".") if p not in ("weight", "bias")]
     words = re.sub(r"^(weight|bias|w|u|b)_?", "", parts[-1] if parts else "").split("_")
-    words = [w for w in words if w not in ("gate", "")]
+    return [w for w in words if w not in ("gate", "")]
+
+
+def _gate(key: str, gates: tuple[str, ...]) -> str | None:
+    """The gate a per-gate parameter's name says (W_ii, W_hf, U_z, W_xc, forget_gate.weight...)."""
+    words = _name_words(key)
     if not words:
         return None
     last = words[-1]
@@ -151,9 +157,7 @@ def _gate(key: str, gates: tuple[str, ...]) -> str | None:
 def _side_letter(key: str) -> str | None:
     """"input" or "hidden" where a per-gate name puts the side's letter before the gate's:
     b_i_f / b_h_f, b_if / b_hf (x for the input too)."""
-    parts = [p for p in key.lower().split(".") if p not in ("weight", "bias")]
-    words = [w for w in re.sub(r"^(weight|bias|w|u|b)_?", "", parts[-1] if parts else "").split("_")
-             if w not in ("gate", "")]
+    words = _name_words(key)
     letter = (words[-2] if len(words) >= 2 and len(words[-2]) == 1 else
               words[-1][0] if words and len(words[-1]) == 2 else "")
     return {"i": "input", "x": "input", "h": "hidden"}.get(letter)

@@ -152,8 +152,11 @@ class Subject:
     def _identity(self, cfg, shapes: dict[str, tuple]) -> ParamMap:
         """The spec's names where they are, unless the kind's inference reads them transposed:
         torch.nn's names stored x @ W's way show it on the probe, and square matrices cannot
-        show it themselves."""
-        if self.suite.param_map is not None:
+        show it themselves. (Where one matrix is not square, shapes that all match say it is
+        stored as the spec's: the inference, on the path of every check, is not asked.)"""
+        square = all(len(shape) != 2 or shape[0] == shape[1]
+                     for shape in spec_shapes(cfg).values())
+        if square and self.suite.param_map is not None:
             try:
                 inferred = self.suite.param_map(self, cfg, shapes)
             except parammap.MappingError:

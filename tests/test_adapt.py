@@ -242,11 +242,16 @@ class TransposedCell(nn.Module):
 
 
 class PerGateLSTMCell(nn.Module):
+    """One matrix and one bias per gate and side; the biases put the side's letter before the
+    gate's in a word of its own."""
+
     def __init__(self, input_size, hidden_size):
         super().__init__()
         for gate in "ifgo":
             setattr(self, f"W_i{gate}", nn.Parameter(torch.randn(hidden_size, input_size)))
             setattr(self, f"W_h{gate}", nn.Parameter(torch.randn(hidden_size, hidden_size)))
+            setattr(self, f"b_i_{gate}", nn.Parameter(torch.randn(hidden_size)))
+            setattr(self, f"b_h_{gate}", nn.Parameter(torch.randn(hidden_size)))
 
 
 def test_linear_submodules_map_by_shape_and_name_and_the_missing_bias_is_held_at_zero():
@@ -276,23 +281,10 @@ def test_a_transposed_layout_is_read_transposed_square_matrices_included():
     assert (params_of(module, cfg, pmap)["bias_hh"] == 0).all()
 
 
-class SideLetteredLSTMCell(nn.Module):
-    """One matrix and one bias per gate and side, the side's letter before the gate's."""
-
-    def __init__(self, input_size, hidden_size):
-        super().__init__()
-        for gate in "ifgo":
-            setattr(self, f"w_i_{gate}", nn.Parameter(torch.randn(input_size, hidden_size)))
-            setattr(self, f"w_h_{gate}", nn.Parameter(torch.randn(hidden_size, hidden_size)))
-            setattr(self, f"b_i_{gate}", nn.Parameter(torch.randn(hidden_size)))
-            setattr(self, f"b_h_{gate}", nn.Parameter(torch.randn(hidden_size)))
-
-
 def test_one_matrix_per_gate_is_stacked_in_torch_gate_order():
     _, pmap = roles_and_map("lstm_cell", PerGateLSTMCell)
     assert [p.key for p in pmap.entries["weight_ih"]] == ["W_ii", "W_if", "W_ig", "W_io"]
     assert [p.key for p in pmap.entries["weight_hh"]] == ["W_hi", "W_hf", "W_hg", "W_ho"]
-    _, pmap = roles_and_map("lstm_cell", SideLetteredLSTMCell)
     assert [p.key for p in pmap.entries["bias_ih"]] == ["b_i_i", "b_i_f", "b_i_g", "b_i_o"]
     assert [p.key for p in pmap.entries["bias_hh"]] == ["b_h_i", "b_h_f", "b_h_g", "b_h_o"]
 

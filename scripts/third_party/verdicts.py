@@ -59,6 +59,8 @@ TARGETS = [
     *(_adapter("brevitas_quant.py", "IMPLEMENTATION", kind, "brevitas") for kind in ("rnn", "lstm")),
     *(_adapter("jittor_layers.py", "IMPLEMENTATION", kind, "jittor")
       for kind in ("rnn", "lstm", "gru", "rnn_cell", "lstm_cell", "gru_cell")),
+    *(_adapter("mindspore_layers.py", "IMPLEMENTATION", kind, "mindspore")
+      for kind in ("rnn", "lstm", "gru", "rnn_cell", "lstm_cell", "gru_cell")),
     # torchrl's own modules take torch.nn's arguments: judged as they are, with no adapter.
     *(Target(f"torchrl.modules:{name}", kind, "torchrl") for name, kind in (
         ("LSTM", "lstm"), ("GRU", "gru"), ("LSTMCell", "lstm_cell"), ("GRUCell", "gru_cell"))),

@@ -19,7 +19,8 @@ torch.nn's arguments, or an `Adapted` constructor that takes torch.nn's full arg
 - a plain object that holds tensors becomes an nn.Module whose parameters are those tensors;
 - a forward whose state argument is required is given explicit zeros where torch.nn would take
   None ("optional_state" not supported); a forward with no state argument never gets one
-  ("initial_state" not supported).
+  ("initial_state" not supported); an LSTM's forward that takes h and c as two arguments,
+  `forward(x, h_prev, c_prev)`, gets torch.nn's (h, c) tuple taken apart (`split_state`).
 """
 from __future__ import annotations
 
@@ -150,6 +151,7 @@ class Adapted:
         self.forward_features = _forward_features(constructor)
         self.unsupported.update({feature: reason for feature, reason in
                                  self.forward_features.items()})
+        self.split_state = split_state(kind, constructor)
 
     def _rejected_keywords(self) -> list[str]:
         """The torch.nn arguments a **kwargs constructor passes on to code that does not take
@@ -183,7 +185,7 @@ class Adapted:
     def needed(self) -> bool:
         """Whether calling the constructor as torch.nn's would differ from calling it as is."""
         return bool(self.unsupported or self.required_extra or self.positional_only
-                    or not self.by_name or _is_plain_class(self.constructor))
+                    or not self.by_name or _is_plain_class(self.constructor) or self.split_state)
 
     def __repr__(self) -> str:
         return f"Adapted({getattr(self.constructor, '__qualname__', self.constructor)!r} as {self.kind})"
@@ -217,9 +219,11 @@ class Adapted:
                 if name not in self.taken and given[name] is not None}
         if move:
             module = module.to(**move)
-        if self.forward_features:
-            module = StateAdapter(module, self.config(given), takes_state=(
-                "initial_state" not in self.forward_features))
+        if self.forward_features or self.split_state:
+            module = StateAdapter(module, self.config(given),
+                                  takes_state="initial_state" not in self.forward_features,
+                                  required="optional_state" in self.forward_features,
+                                  split=bool(self.split_state))
         return module
 
     def features_needed(self, cfg: Config) -> list[str]:
@@ -252,21 +256,43 @@ def _is_plain_class(constructor) -> bool:
     return isinstance(constructor, type) and not issubclass(constructor, nn.Module)
 
 
-def _forward_features(constructor) -> dict[str, str]:
-    """What a class's forward (its __call__ for a plain class) says about the state argument."""
+def _forward_positional(constructor) -> list[inspect.Parameter] | None:
+    """The positional parameters of a class's forward (its __call__ for a plain class), self
+    left out; None where they are not known (a factory function, *args, no signature)."""
     if not isinstance(constructor, type):
-        return {}  # a factory function: its forward is not known before it runs
+        return None  # a factory function: its forward is not known before it runs
     # Read statically: a class's own attribute machinery (torch.jit.ScriptModule's, for one)
     # may run code, or raise, when an attribute is looked up on the class.
     name = "forward" if issubclass(constructor, nn.Module) else "__call__"
     method = inspect.getattr_static(constructor, name, None)
     signature = _signature(method) if callable(method) else None
     if signature is None:
-        return {}
+        return None
     params = list(signature.parameters.values())[1:]  # without self
     if any(p.kind == p.VAR_POSITIONAL for p in params):
+        return None
+    return [p for p in params if p.kind in _POSITIONAL]
+
+
+# A cell state's name: c, cx, c0, c_prev, prev_c, c_t, cell, cell_state, ...
+_CELL_STATE = re.compile(r"(^|_)(c|cx|ct|c\d|cell\w*)(_|$)")
+
+
+def split_state(kind: str, constructor) -> tuple[str, str] | None:
+    """The names of an LSTM forward's two state arguments where it takes h and c apart
+    (`forward(x, h_prev, c_prev)`, `forward(x, h0=None, c0=None)`), read from the third
+    argument's name; None where forward takes torch.nn's one (h, c) tuple."""
+    positional = _forward_positional(constructor) if kind in ("lstm", "lstm_cell") else None
+    if not positional or len(positional) < 3 or not _CELL_STATE.search(positional[2].name.lower()):
+        return None
+    return positional[1].name, positional[2].name
+
+
+def _forward_features(constructor) -> dict[str, str]:
+    """What a class's forward (its __call__ for a plain class) says about the state argument."""
+    positional = _forward_positional(constructor)
+    if positional is None:
         return {}
-    positional = [p for p in params if p.kind in _POSITIONAL]
     if len(positional) < 2:
         return {"initial_state": "forward takes no initial state (no second argument)"}
     state = positional[1]
@@ -313,21 +339,29 @@ def _as_parameter(tensor: torch.Tensor) -> nn.Parameter:
 
 
 class StateAdapter(nn.Module):
-    """A module whose forward requires its state (or takes none), called as torch.nn's: hx=None
-    becomes explicit zeros of the spec's shapes; a given hx to a forward that takes none is
-    refused. state_dict and load_state_dict are the inner module's, names unchanged."""
+    """A module whose forward requires its state, takes none, or takes an LSTM's h and c as two
+    arguments, called as torch.nn's: hx=None becomes explicit zeros of the spec's shapes where
+    the state is `required`; a given hx to a forward that takes none is refused; a (h, c) pair
+    is passed as two arguments where `split`. state_dict and load_state_dict are the inner
+    module's, names unchanged."""
 
-    def __init__(self, inner: nn.Module, cfg: Config | None, takes_state: bool):
+    def __init__(self, inner: nn.Module, cfg: Config | None, takes_state: bool,
+                 required: bool = True, split: bool = False):
         super().__init__()
         self.inner, self.cfg, self.takes_state = inner, cfg, takes_state
+        self.required, self.split = required, split
 
     def forward(self, input, hx=None):
         if not self.takes_state:
             if hx is not None:
                 raise TypeError("this forward takes no initial state")
             return self.inner(input)
+        if hx is None and not self.required:
+            return self.inner(input)
         if hx is None and self.cfg is not None:
             hx = zero_state(self.cfg, input)
+        if self.split and isinstance(hx, (tuple, list)):
+            return self.inner(input, *hx)
         return self.inner(input, hx)
 
     def state_dict(self, *args, **kwargs):

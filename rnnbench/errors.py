@@ -18,10 +18,10 @@ class UsageError(Exception):
 
 
 def one_line(exc: BaseException) -> str:
-    """An exception as one line: its type and the first line of its message, then the exception
-    that caused it (a wrapper's message often hides the real one), without object addresses,
-    which differ from run to run."""
-    lines = str(exc).strip().splitlines()
+    """An exception as one line: its type and the first line of its message that says something
+    (not a rule of dashes), then the exception that caused it (a wrapper's message often hides
+    the real one), without object addresses, which differ from run to run."""
+    lines = [line for line in str(exc).strip().splitlines() if any(c.isalnum() for c in line)]
     text = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
     cause = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
     if cause is not None and cause is not exc:

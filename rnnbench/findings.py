@@ -36,6 +36,8 @@ DIAGNOSES: dict[str, str] = {
     "batch_first_ignored": "batch_first ignored",
     "state_before_input": "forward takes the state first, forward(h, x), where torch.nn's cells "
                           "take (input, hx)",
+    "split_state": "forward takes an LSTM's state as two arguments (h, c), where torch.nn takes "
+                   "one (h, c) tuple",
     "dropout_in_eval": "dropout active in eval mode",
     "dropout_after_last_layer": "dropout applied after the last layer",
     "dropout_wrong_scale": "dropout not scaled by 1/(1-p) (or wrong rate)",

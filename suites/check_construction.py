@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from rnnbench.errors import one_line
-from rnnbench.impls.adapt import ARGUMENT_FEATURES, changed_defaults
+from rnnbench.impls.adapt import ARGUMENT_FEATURES, changed_defaults, split_state
 from rnnbench.reference import Config
 from rnnbench.reference.kinds import kind_of
 from rnnbench.suites.check_errors import REJECTIONS, rejection_names
@@ -63,6 +63,20 @@ def check_defaults(subject, case) -> dict:
         raise Finding(f"{listed(changed.values())}: code written for {subject.suite.contract} "
                       f"module that leaves {them} out gets another module, or none",
                       "changed_default", argument=next(iter(changed)))
+    return {}
+
+
+def check_state_argument(subject, case) -> dict:
+    """forward takes an LSTM's state as torch.nn's one (h, c) tuple, not as two arguments
+    (`rnnbench.impls.adapt.split_state`): the other checks pass them apart, so this is the one
+    that says code written for torch.nn would pass forward the tuple as h."""
+    split = split_state(subject.kind, getattr(subject.impl.kinds[subject.kind], "constructor",
+                                              subject.impl.kinds[subject.kind]))
+    if split:
+        raise Finding(f"forward takes the state as two arguments (`{split[0]}`, `{split[1]}`) "
+                      f"where {subject.suite.contract} forward takes one (h, c) tuple: code "
+                      f"written for it "
+                      f"passes the tuple as `{split[0]}`", "split_state")
     return {}
 
 

@@ -7,6 +7,10 @@ import numpy as np
 
 from rnnbench.reference import Tolerance
 
+# A dtype -> the next coarser one computed inside it by mistake (float32 in a float64 module, a
+# bfloat16 matmul or state in a float16 module: same range, 3 fewer mantissa bits).
+COARSER = {"float64": "float32", "float16": "bfloat16"}
+
 
 def excess(actual, expected, tol: Tolerance, axis=None):
     """The worst ratio |actual - expected| / (atol + rtol * |expected|); > 1 means outside the

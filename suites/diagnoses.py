@@ -27,14 +27,11 @@ from rnnbench.impls.adapt import StateAdapter
 from rnnbench.reference import io_shapes, param_shapes
 from rnnbench.reference.numerics import flatten_outputs, nest_state, state_names
 from rnnbench.suites import mistakes
-from rnnbench.suites.compare import agree, excess
+from rnnbench.suites.compare import COARSER, agree, excess
 from rnnbench.suites.layers import is_batched, time_major
 from rnnbench.suites.results import Finding
 from rnnbench.suites.subject import call, draw_params, params_of, to_numpy
 
-# A dtype -> the next coarser one computed inside it by mistake (float32 in a float64 module, a
-# bfloat16 matmul or state in a float16 module: same range, 3 fewer mantissa bits).
-COARSER = {"float64": "float32", "float16": "bfloat16"}
 
 
 def diagnose(run, observed: dict | None, message: str = "") -> str | None:

@@ -22,11 +22,14 @@ SOURCES = ("declared", "signature", "observed")
 # (constructor, kind, device, feature) -> why the module refuses the feature, or None.
 _PROBED: dict[tuple, str | None] = {}
 # (constructor, kind, device, configuration) -> what `refused_configuration` found.
-_BUILT: dict[tuple, NotImplementedError | bool | None] = {}
+_BUILT: dict[tuple, Exception | bool | None] = {}
+# The exceptions a constructor says it does not support a configuration with: Python's way
+# (NotImplementedError) and research code's (`assert not batch_first`).
+REFUSALS = (NotImplementedError, AssertionError)
 
 
-def refused_configuration(subject: Subject, cfg) -> NotImplementedError | bool | None:
-    """The NotImplementedError the subject's constructor raises on `cfg` (it says it does not
+def refused_configuration(subject: Subject, cfg) -> Exception | bool | None:
+    """The refusal (`REFUSALS`) the subject's constructor raises on `cfg` (it says it does not
     support it), False when it builds it, None when it fails otherwise (the checks report that,
     sys.exit included); asked once per process."""
     key = (subject.impl.kinds.get(subject.kind), subject.kind, subject.device, cfg)
@@ -37,7 +40,7 @@ def refused_configuration(subject: Subject, cfg) -> NotImplementedError | bool |
                 subject.construct(cfg)
                 _BUILT[key] = False
             except Finding as finding:
-                refused = isinstance(finding.__cause__, NotImplementedError)
+                refused = isinstance(finding.__cause__, REFUSALS)
                 _BUILT[key] = finding.__cause__ if refused else None
             except SystemExit:
                 _BUILT[key] = None

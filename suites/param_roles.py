@@ -5,13 +5,19 @@ A *role* for every state_dict key is learnt once per kind on a probe module whos
 shapes tell the blocks apart (input != hidden), then applied by key name to every
 configuration. It is accepted only when it is unique; otherwise `MappingError` says what could
 not be placed. One matrix per gate (W_ii, W_if, ... or U_z, U_r, ...) is recognised too, the gate
-read from the name and the pieces stacked in torch.nn's gate order. Layers and directions of
-stacked modules are told apart by torch's suffixes or by the numbers (and "reverse"/"backward"
-markers) in the keys.
+read from the name and the pieces stacked in torch.nn's gate order, whether each gate's matrix
+is one side's or one over the concatenated [x, h]. Layers and directions of stacked modules are
+told apart by torch's suffixes or by the numbers (and "reverse"/"backward" markers) in the keys.
+What shapes cannot tell (the order of x and h in a matrix over both, of the gates in a stacked
+matrix of the module's own) is a `Reading`, which the kind's suite settles by running the probe
+module (`rnnbench.suites.torch_nn`).
 """
 from __future__ import annotations
 
+import itertools
 import re
+from dataclasses import dataclass, replace
+from functools import partial
 
 from rnnbench.reference import Config, param_shapes, param_suffix
 from rnnbench.suites.layers import blocks
@@ -44,10 +50,14 @@ def _separators(match: re.Match) -> str:
     return "".join(match[i] or "" for i in (1, 3, 4, 6))
 
 
-def learn_roles(cfg: Config, shapes: dict[str, tuple]) -> dict[str, tuple[str, str]]:
+def learn_roles(cfg: Config, shapes: dict[str, tuple], linear: frozenset[str] = frozenset()
+                ) -> dict[str, tuple[str, str]]:
     """For a one-layer, one-direction module's state_dict shapes: template -> (block, layout),
-    where block is a spec block ("weight_ih", ...) or "combined" (one matrix over [x, h], layout
-    "x|h" or "T-x|h"). MappingError when the keys cannot be matched uniquely."""
+    where block is a spec block ("weight_ih", ...) or "combined" (one matrix over [x, h]), and
+    layout "plain" or "T" (stored transposed). What shapes cannot tell, the order of x and h in a
+    combined matrix and of the gates in a stacked one, is a `Reading`; a square matrix is stored
+    as the module's other matrices are, unless `linear` holds its key (an nn.Linear's weight).
+    MappingError when the keys cannot be matched uniquely."""
     spec = {blocks(cfg)[name]: shape for name, shape in param_shapes(cfg).items()}
     rows = spec["weight_ih"][0]
     inputs, width = cfg.input_size, cfg.output_size
@@ -61,15 +71,19 @@ def learn_roles(cfg: Config, shapes: dict[str, tuple]) -> dict[str, tuple[str, s
             roles[template(key)] = (torch_names[key], layout)
             continue
         candidates = [(block, layout) for block, want in spec.items()
-                      for layout, got in (("plain", want), ("T", want[::-1]))
-                      if tuple(shape) == tuple(got) and (layout == "plain" or len(want) == 2)]
+                      for layout, got in (("plain", want), ("T", want[::-1]), ("row", (1, *want)))
+                      if tuple(shape) == tuple(got) and (layout == "plain" or len(got) == 2)
+                      and (layout != "row" or _bias_named(key))]
         if tuple(shape) in ((rows, inputs + width), (inputs + width, rows)):
-            candidates.append(("combined", "x|h" if shape[0] == rows else "T-x|h"))
+            candidates.append(("combined", "plain" if shape[0] == rows else "T"))
         if not candidates:
             continue  # not a recurrent parameter (an output layer, say): left for the checks
         roles[template(key)] = _choose(key, candidates)
     if not {"weight_ih", "combined"} & {block for block, _ in roles.values()}:
         _per_gate(cfg, {k: v for k, v in shapes.items() if template(k) not in roles}, roles)
+    for key in linear:  # an nn.Linear computes x @ W^T: its weight is stored as torch.nn's
+        if roles.get(template(key), ("", ""))[1] == "?":
+            roles[template(key)] = (roles[template(key)][0], "plain")
     _settle_orientation(roles)
     _settle_biases(roles, shapes, cfg)
     for name in roles:
@@ -78,6 +92,15 @@ def learn_roles(cfg: Config, shapes: dict[str, tuple]) -> dict[str, tuple[str, s
             raise MappingError(f"{same[0]} and {same[1]} differ only in a number or a direction "
                                "marker (fw/bw), read as layers and directions, on a module built "
                                "with one layer and one direction")
+    gates_found: dict[str, set] = {}
+    for block, _ in roles.values():
+        base, _, gate = block.partition(":")
+        if gate:
+            gates_found.setdefault(base, set()).add(gate)
+    for base, found in gates_found.items():
+        if found != set(cfg.gates):
+            raise MappingError(f"the names give {base} for gates {', '.join(sorted(found))} only, of "
+                               f"{', '.join(cfg.gates)} ({_listed(shapes)})")
     covered = {block.partition(":")[0] for block, _ in roles.values()}
     if "combined" in covered:
         covered |= {"weight_ih", "weight_hh"}
@@ -93,15 +116,24 @@ def learn_roles(cfg: Config, shapes: dict[str, tuple]) -> dict[str, tuple[str, s
     return roles
 
 
+def _bias_named(key: str) -> bool:
+    """Whether a key's name says it is a bias ("bias", "x2h_bias", "b_h", "bh"): a (1, n) entry
+    is read as one only then, not a learnt initial state ("h0") of that shape."""
+    last = key.lower().split(".")[-1]
+    return "bias" in last or re.fullmatch(r"b(_\w*|[a-z]{0,2})", last) is not None
+
+
 def _side(key: str) -> str | None:
     """"input" or "hidden" where the key's name says so, else None. The name is the key's last
     part (an nn.Linear's `weight`/`bias` speak for the submodule), with or without a leading
-    "W_"/"b_"; an alias matches it whole or as its start."""
+    "W_"/"b_"; an alias matches it whole or as its start, digits as a template writes them
+    ("x2h" as "x#h")."""
     parts = [p for p in key.lower().split(".") if p not in ("weight", "bias")]
-    full = parts[-1] if parts else ""
+    full = _DIGITS.sub("#", parts[-1] if parts else "")
     names = {full, re.sub(r"^(w|b|weight|bias)_", "", full)}
     for side, aliases in (("input", _INPUT_SIDE), ("hidden", _HIDDEN_SIDE)):
-        if any(n == a or (len(a) > 1 and n.startswith(a)) for n in names for a in aliases):
+        if any(n == a or (len(a) > 1 and n.startswith(a))
+               for n in names for a in map(partial(_DIGITS.sub, "#"), aliases)):
             return side
     return None
 
@@ -111,7 +143,7 @@ def _choose(key: str, candidates: list[tuple[str, str]]) -> tuple[str, str]:
     side. Biases stay "bias" and a square matrix's orientation "?" here: `_settle_biases` and
     `_settle_orientation` decide them once the other weights are known."""
     if all(block.startswith("bias") for block, _ in candidates):
-        return ("bias", "plain")
+        return ("bias", candidates[0][1])
     weights = [c for c in candidates if not c[0].startswith("bias")]
     if len({block for block, _ in weights}) == 1 and len(weights) == 2:
         return (weights[0][0], "?")  # square: plain or transposed, shapes cannot tell
@@ -135,7 +167,8 @@ def _name_words(key: str) -> list[str]:
     """The words of a per-gate parameter's name after its "W_"/"b_" (an nn.Linear's
     `weight`/`bias` speak for the submodule): "b_h_f" -> ["h", "f"], "W_ii" -> ["ii"]."""
     parts = [p for p in key.lower().split(".") if p not in ("weight", "bias")]
-    words = re.sub(r"^(weight|bias|w|u|b)_?", "", parts[-1] if parts else "").split("_")
+    # "W_z", "Wxi", "bz": the prefix goes; "update", "bias_update": the word stays whole
+    words = re.sub(r"^(weight|bias|w|u|b)(_|(?=[a-z]{1,2}$))", "", parts[-1] if parts else "").split("_")
     return [w for w in words if w not in ("gate", "")]
 
 
@@ -164,19 +197,21 @@ def _side_letter(key: str) -> str | None:
 
 
 def _per_gate(cfg: Config, shapes: dict[str, tuple], roles: dict) -> None:
-    """Roles for a layout with one matrix (and bias) per gate and side, W_ii, W_hi, b_ii, ...:
-    "weight_ih:<gate>" etc., concatenated in torch.nn's gate order by `resolve`. The side comes
+    """Roles for a layout with one matrix (and bias) per gate and side, W_ii, W_hi, b_ii, ...,
+    or per gate over [x, h] (forget_gate = nn.Linear(input + hidden, hidden)): "weight_ih:<gate>",
+    "combined:<gate>" etc., concatenated in torch.nn's gate order by `resolve`. The side comes
     from the shape (input != hidden on the probe), the gate from the name."""
     hidden, inputs, width = cfg.hidden_size, cfg.input_size, cfg.output_size
     weights = {name: shape for name, shape in shapes.items() if len(shape) == 2}
     for name, shape in weights.items():
         side = {(hidden, inputs): ("weight_ih", "plain"), (inputs, hidden): ("weight_ih", "T"),
-                (hidden, width): ("weight_hh", "?")}.get(tuple(shape))
+                (hidden, width): ("weight_hh", "?"), (hidden, inputs + width): ("combined", "plain"),
+                (inputs + width, hidden): ("combined", "T")}.get(tuple(shape))
         gate = _gate(name, cfg.gates)
         if side and gate:
             roles[template(name)] = (f"{side[0]}:{gate}", side[1])
     for name, shape in shapes.items():
-        if tuple(shape) != (hidden,):
+        if tuple(shape) != (hidden,) and not (tuple(shape) == (1, hidden) and _bias_named(name)):
             continue
         owner = roles.get(template(name.rsplit(".", 1)[0] + ".weight")) if name.endswith(".bias") else None
         gate = owner[0].partition(":")[2] if owner else _gate(name, cfg.gates)
@@ -184,13 +219,15 @@ def _per_gate(cfg: Config, shapes: dict[str, tuple], roles: dict) -> None:
                 {"input": "weight_ih", "hidden": "weight_hh"}.get(
                     _side(name) or _side_letter(name), "weight_ih"))
         if gate:
-            roles[template(name)] = (f"{side.replace('weight', 'bias')}:{gate}", "plain")
+            bias = "bias_hh" if side == "weight_hh" else "bias_ih"  # a matrix over [x, h]: input's
+            roles[template(name)] = (f"{bias}:{gate}", "row" if len(shape) == 2 else "plain")
 
 
 def _settle_orientation(roles: dict) -> None:
     """A square matrix follows the orientation the module's other matrices show: an author who
     stores W_ih transposed (for x @ W) stores W_hh transposed too. Without a telling matrix,
-    torch.nn's orientation."""
+    torch.nn's orientation. (Behaviour cannot tell: a W_hh used transposed beside a plain W_ih
+    is the classic slip of code that means torch.nn's layout.)"""
     known = [layout for block, layout in roles.values()
              if not block.startswith("bias") and layout != "?"]
     layout = "T" if known and all(shown.startswith("T") for shown in known) else "plain"
@@ -214,7 +251,7 @@ def _settle_biases(roles: dict, shapes: dict, cfg: Config) -> None:
         side = {"weight_ih": "input", "combined": "input", "weight_hh": "hidden"}.get(owner) or _side(name)
         slot = {"input": "bias_ih", "hidden": "bias_hh"}.get(side)
         if slot in open_slots:
-            roles[name] = (slot, "plain")
+            roles[name] = (slot, roles[name][1])
             open_slots.remove(slot)
         else:
             unplaced.append(name)
@@ -224,12 +261,42 @@ def _settle_biases(roles: dict, shapes: dict, cfg: Config) -> None:
     for name in unplaced:
         if not open_slots:
             raise MappingError(f"{name}: one bias too many")
-        roles[name] = (open_slots.pop(0), "plain")
+        roles[name] = (open_slots.pop(0), roles[name][1])
 
 
-def resolve(cfg: Config, shapes: dict[str, tuple], roles: dict[str, tuple[str, str]]) -> ParamMap:
-    """The map for a module of `cfg` with these state_dict shapes, from roles learnt on the probe.
-    MappingError when a key's unit (layer, direction) or role cannot be told."""
+@dataclass(frozen=True)
+class Reading:
+    """What a module's shapes cannot tell about its layout: whether its matrices over the
+    concatenated input and state hold [h, x] rather than [x, h], and the order its stacked
+    matrices and biases hold the gates in (None: torch.nn's). Per-gate parameters are read by
+    their names whatever the reading."""
+
+    state_first: bool = False
+    gate_order: str | None = None
+
+
+def readings(cfg: Config, roles: dict[str, tuple[str, str]]) -> list[Reading]:
+    """Every reading the roles leave open, torch.nn's own first: the other order of [x, h] where
+    a matrix is over both, the other gate orders where a stacked matrix of the module's own
+    holds several gates (under torch.nn's names the order is torch.nn's)."""
+    torch_names = {template(name) for name in blocks(cfg)}
+    shown = {block for name, (block, _) in roles.items() if name not in torch_names}
+    orders: list[str | None] = [None]
+    if len(cfg.gates) > 1 and shown & set(_STACKED):  # a per-gate block has its gate after ":"
+        orders += ["".join(p) for p in itertools.permutations(cfg.gates) if p != tuple(cfg.gates)]
+    firsts = (False, True) if any(b.startswith("combined") for b in shown) else (False,)
+    return [Reading(first, order) for order in orders for first in firsts]
+
+
+# The blocks whose rows hold every gate, one after another.
+_STACKED = ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "combined")
+
+
+def resolve(cfg: Config, shapes: dict[str, tuple], roles: dict[str, tuple[str, str]],
+            reading: Reading = Reading()) -> ParamMap:
+    """The map for a module of `cfg` with these state_dict shapes, from roles learnt on the probe
+    and read as `reading` says. MappingError when a key's unit (layer, direction) or role cannot
+    be told."""
     spec = param_shapes(cfg)
     entries: dict[str, list[Piece]] = {name: [] for name in spec}
     gated: dict[str, dict[str, Piece]] = {}
@@ -240,21 +307,41 @@ def resolve(cfg: Config, shapes: dict[str, tuple], roles: dict[str, tuple[str, s
             continue
         block, layout = roles[template(key)]
         suffix = "" if cfg.is_cell else param_suffix(layer, direction)
-        if block == "combined":
+        base, _, gate = block.partition(":")
+        if base == "combined":
             inputs = cfg.input_size if cfg.is_cell else cfg.layer_input_size(layer)
-            prefix = "T-" if layout.startswith("T") else ""
-            entries["weight_ih" + suffix].append(Piece(key, f"{prefix}cols:0:{inputs}"))
-            total = shapes[key][1 if not prefix else 0]
-            entries["weight_hh" + suffix].append(Piece(key, f"{prefix}cols:{inputs}:{total}"))
-        elif ":" in block:  # one gate's piece: placed in gate order below
-            base, _, gate = block.partition(":")
-            gated.setdefault(base + suffix, {})[gate] = Piece(key, layout)
-        elif block + suffix in entries:
-            entries[block + suffix].append(Piece(key, layout))
+            pieces = dict(zip(("weight_ih", "weight_hh"),
+                              concatenated(key, layout, shapes[key], inputs, reading.state_first)))
+        else:
+            pieces = {base: Piece(key, layout)}
+        for name, piece in pieces.items():
+            if gate:  # one gate's piece: placed in gate order below
+                gated.setdefault(name + suffix, {})[gate] = piece
+            elif name + suffix in entries:
+                entries[name + suffix] += _in_gate_order(cfg, piece, base, reading.gate_order)
     for name, pieces in gated.items():
         if name in entries and set(pieces) == set(cfg.gates):
             entries[name] = [pieces[gate] for gate in cfg.gates]
     return ParamMap({name: tuple(pieces) for name, pieces in entries.items()})
+
+
+def _in_gate_order(cfg: Config, piece: Piece, block: str, order: str | None) -> list[Piece]:
+    """A stacked block's piece as pieces in torch.nn's gate order, its gates held in `order`."""
+    if order is None or block not in _STACKED:
+        return [piece]
+    rows = cfg.hidden_size
+    return [replace(piece, rows=(order.index(g) * rows, (order.index(g) + 1) * rows))
+            for g in cfg.gates]
+
+
+def concatenated(key: str, layout: str, shape: tuple, inputs: int,
+                 state_first: bool) -> tuple[Piece, Piece]:
+    """The input's and the hidden state's columns of a matrix over the concatenated input and
+    state ([h, x] when `state_first`), stored as `layout` says."""
+    total = shape[0] if layout == "T" else shape[1]
+    x_from = total - inputs if state_first else 0
+    h_cols = (0, x_from) if state_first else (inputs, total)
+    return Piece(key, layout, cols=(x_from, x_from + inputs)), Piece(key, layout, cols=h_cols)
 
 
 def _own_name_layout(cfg: Config, key: str, shape: tuple, roles: dict) -> str:

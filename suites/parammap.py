@@ -4,7 +4,7 @@ torch.nn names a layer's parameters `weight_ih_l0`, `weight_hh_l0`, `bias_ih_l0`
 the RNNs people write say `W_ih`, `W_xh.weight` (an nn.Linear), `U_h`, `b_h`, keep x @ W's
 transposed layout, or one matrix over the concatenated [x, h]. A `ParamMap` says, for every spec
 name, where its values sit in the module's state_dict: pieces of entries (the entry itself, its
-transpose, or a block of its columns), or nowhere — a block the module does not have (the
+transpose, or a block of its rows or columns), or nowhere — a block the module does not have (the
 second bias of a one-bias layout) is held at zero by the checks, so the rest can still be judged.
 
 The map comes from, in order (`rnnbench.suites.subject.Subject.layout`):
@@ -17,7 +17,7 @@ The map comes from, in order (`rnnbench.suites.subject.Subject.layout`):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rnnbench.reference.kinds import kind_of
 
@@ -28,29 +28,34 @@ class MappingError(ValueError):
 
 @dataclass(frozen=True)
 class Piece:
-    """Where (part of) a spec parameter sits: in state_dict entry `key`, as `layout` says:
-    "plain" (the entry is the parameter), "T" (its transpose), or "cols:a:b" / "T-cols:a:b"
-    (columns a..b of the entry, or of its transpose)."""
+    """Where (part of) a spec parameter sits: in state_dict entry `key`, as `layout` says
+    ("plain": the entry, "T": its transpose, "row": the one row of a (1, n) entry holding a
+    vector, as `x @ W + b` broadcasts it), of which only `rows` and `cols` (start, stop) when
+    given: one gate's rows of a stacked matrix, one side's columns of a matrix over [x, h]."""
 
     key: str
     layout: str = "plain"
+    rows: tuple[int, int] | None = None
+    cols: tuple[int, int] | None = None
 
     def view(self, tensor):
         """This piece of a tensor shaped like the state_dict entry (a view, never a copy)."""
-        if self.layout.startswith("T"):
+        if self.layout == "T":
             tensor = tensor.t()
-        if "cols" in self.layout:
-            _, start, stop = self.layout.rsplit(":", 2)[-3:]
-            tensor = tensor[:, int(start):int(stop)]
+        elif self.layout == "row":
+            tensor = tensor[0]
+        if self.rows is not None:
+            tensor = tensor[self.rows[0]:self.rows[1]]
+        if self.cols is not None:
+            tensor = tensor[:, self.cols[0]:self.cols[1]]
         return tensor
 
     def describe(self) -> str:
-        if self.layout == "plain":
-            return self.key
-        if self.layout == "T":
-            return f"{self.key}.T"
-        start, stop = self.layout.rsplit(":", 2)[-2:]
-        return f"{self.key}{'.T' if self.layout.startswith('T') else ''}[:, {start}:{stop}]"
+        text = self.key + {"T": ".T", "row": "[0]"}.get(self.layout, "")
+        rows = f"{self.rows[0]}:{self.rows[1]}" if self.rows else ":"
+        if self.cols:
+            return f"{text}[{rows}, {self.cols[0]}:{self.cols[1]}]"
+        return f"{text}[{rows}]" if self.rows else text
 
 
 @dataclass(frozen=True)
@@ -78,8 +83,24 @@ class ParamMap:
             if not pieces:
                 parts.append(f"{name}: none (held at zero)")
             elif pieces != (Piece(name),):
-                parts.append(f"{' + '.join(p.describe() for p in pieces)} -> {name}")
+                parts.append(f"{_blocks_of_one(pieces) or ' + '.join(p.describe() for p in pieces)}"
+                             f" -> {name}")
         return ", ".join(parts)
+
+
+def _blocks_of_one(pieces: tuple[Piece, ...]) -> str | None:
+    """Row blocks of one entry taken in another order, said once: "W[:, 3:8] (row blocks 1, 2, 4,
+    3)"; None for any other pieces."""
+    first = pieces[0]
+    if len(pieces) < 2 or any(p.rows is None or replace(p, rows=None) != replace(first, rows=None)
+                              for p in pieces):
+        return None
+    size = first.rows[1] - first.rows[0]
+    order = [p.rows[0] // size + 1 for p in pieces]
+    if any(p.rows != (p.rows[0], p.rows[0] + size) or p.rows[0] % size for p in pieces) \
+            or sorted(order) != list(range(1, len(pieces) + 1)):
+        return None
+    return f"{replace(first, rows=None).describe()} (row blocks {', '.join(map(str, order))})"
 
 
 def spec_shapes(cfg) -> dict[str, tuple[int, ...]]:
@@ -135,6 +156,8 @@ def from_user(cfg, shapes: dict[str, tuple], user: dict[str, str]) -> ParamMap:
         if name not in spec:
             raise MappingError(f"--param-map {key}={name}: the spec has no parameter {name!r} "
                                f"for {cfg.describe()}")
+        if len(spec[name]) == 1 and len(shapes[key]) == 2 and shapes[key][0] == 1:
+            layout = "row"  # a (1, n) bias, as x @ W + b broadcasts it
         entries[name].append(Piece(key, layout))
     for name in spec:
         if not entries[name] and name in shapes:

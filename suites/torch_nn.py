@@ -7,7 +7,8 @@ hide a bug: batch, steps, input and hidden sizes all differ (a transposed batch_
 transposed then fails loudly or numerically), and hidden sizes (5, 7, 31) are multiples of
 neither the LSTM's 4 nor the GRU's 3 gates (a gate split by chunk size instead of chunk count
 then goes wrong). One case per kind deliberately has input_size == hidden_size, the only way
-feeding the raw input to every layer goes unnoticed by the shapes. Four tables:
+feeding the raw input to every layer goes unnoticed by the shapes, and one a batch of one, the
+size `.squeeze()` breaks. Four tables:
 - CASES: the general cases (shapes, numerics, gradients, state, errors, inputs, copies);
 - CONSTRUCTION_CASES: configurations whose construction is examined (init, dtype kwarg, invalid
   arguments), single-layer ones included, so an implementation without num_layers or
@@ -41,16 +42,16 @@ from rnnbench.suites import (check_construction, check_dropout, check_packed, ch
 from rnnbench.suites.cases import OMITTED, Case, PackedCase
 from rnnbench.suites.check_construction import InvalidArgument
 from rnnbench.suites.check_errors import INPUT_DTYPE, WRONG_INPUTS
-from rnnbench.suites.compare import SAMPLE_VALUES
+from rnnbench.suites.compare import SAMPLE_VALUES, first_mismatch
 from rnnbench.suites.diagnoses import diagnose, final_state_mismatch
 from rnnbench.suites.features import refused_configuration
 from rnnbench.suites.divergence import locate
 from rnnbench.suites.kinds import SuiteKind, register_kind
 from rnnbench.suites.layers import blocks, is_batched, time_major
 from rnnbench.suites.results import Finding
-from rnnbench.suites.run import describe_structure
+from rnnbench.suites.run import Run, describe_structure
 from rnnbench.suites.statistics import fits, sample_fit
-from rnnbench.suites.subject import call, state_shapes
+from rnnbench.suites.subject import call, state_shapes, to_numpy
 
 # --- the cases ----------------------------------------------------------------------------------
 
@@ -79,6 +80,8 @@ CASES: tuple[Case, ...] = (
     *_rows(SEQ, "three-layer-square", 2, 4, input_size=5, hidden_size=5, num_layers=3, quick=True),
     *_rows(SEQ, "no-bias", 2, 4, input_size=3, hidden_size=7, num_layers=2, bias=False, quick=True),
     *_rows(SEQ, "single-step", 5, 1, input_size=3, hidden_size=7),
+    # A batch of one: what .squeeze() breaks, and single-sample inference runs.
+    *_rows(SEQ, "batch-of-one", 1, 4, input_size=3, hidden_size=5, quick=True),
     *_rows(("rnn",), "relu", 4, 6, input_size=3, hidden_size=5, num_layers=2, nonlinearity="relu"),
     *_rows(("lstm",), "projection-bidirectional", 2, 5, input_size=3, hidden_size=7, num_layers=2,
            bidirectional=True, proj_size=4, quick=True),
@@ -94,6 +97,7 @@ CASES: tuple[Case, ...] = (
     *_rows(CELLS, "unbatched-h0-omitted", None, h0=False, features=OMITTED, input_size=4,
            hidden_size=7, quick=True),
     *_rows(CELLS, "no-bias", 2, input_size=4, hidden_size=5, bias=False, quick=True),
+    *_rows(CELLS, "batch-of-one", 1, input_size=3, hidden_size=5, quick=True),
     *_rows(("rnn_cell",), "relu", 4, input_size=3, hidden_size=5, nonlinearity="relu"),
 )
 
@@ -219,8 +223,9 @@ def case_strategy(kind: str):
 
 # --- where the parameters are ----------------------------------------------------------------
 
-# (constructor, probe, device) -> the roles of its state_dict keys, or why they are unknown.
-_ROLES: dict[tuple, dict | param_roles.MappingError] = {}
+# (constructor, probe, device) -> the roles of its state_dict keys and how to read them, or why
+# they are unknown.
+_ROLES: dict[tuple, tuple[dict, param_roles.Reading] | param_roles.MappingError] = {}
 
 
 def inferred_map(subject, cfg: Config, shapes: dict[str, tuple]):
@@ -228,26 +233,63 @@ def inferred_map(subject, cfg: Config, shapes: dict[str, tuple]):
     learnt once per process on the probe module, applied to `cfg`'s keys. A projection's role
     comes from a probe that has one, the others' from one without: a module that ignores
     proj_size is then read as lacking its projection, not as unreadable."""
-    roles = _roles(subject, role_probe(cfg.replace(proj_size=0)))
-    if isinstance(roles, param_roles.MappingError):
-        raise roles
-    projected = _roles(subject, role_probe(cfg)) if cfg.proj_size else {}
-    if isinstance(projected, dict):
-        roles = {**roles, **{name: role for name, role in projected.items()
+    learnt = _roles(subject, role_probe(cfg.replace(proj_size=0)))
+    if isinstance(learnt, param_roles.MappingError):
+        raise learnt
+    roles, reading = learnt
+    projected = _roles(subject, role_probe(cfg)) if cfg.proj_size else None
+    if isinstance(projected, tuple):
+        roles = {**roles, **{name: role for name, role in projected[0].items()
                              if role[0] == "weight_hr"}}
-    return param_roles.resolve(cfg, shapes, roles)
+    return param_roles.resolve(cfg, shapes, roles, reading)
 
 
-def _roles(subject, probe: Config) -> dict | param_roles.MappingError:
-    """The roles learnt on `probe` for the subject's constructor (once per process), or why
-    they cannot be."""
+def _roles(subject, probe: Config) -> tuple[dict, param_roles.Reading] | param_roles.MappingError:
+    """The roles learnt on `probe` for the subject's constructor and their reading (once per
+    process), or why they cannot be."""
     key = (subject.impl.kinds[subject.kind], probe, subject.device)
     if key not in _ROLES:
         try:
-            _ROLES[key] = param_roles.learn_roles(probe, state_shapes(subject.construct(probe)))
+            module = subject.construct(probe)
+            roles = param_roles.learn_roles(probe, state_shapes(module), _linear_weights(module))
         except param_roles.MappingError as exc:
             _ROLES[key] = exc
+        else:
+            _settle_reading(subject, probe, key, roles)
     return _ROLES[key]
+
+
+def _linear_weights(module: torch.nn.Module) -> frozenset[str]:
+    """The state_dict keys of the module's nn.Linear weights (found by identity, whatever
+    wrappers name them)."""
+    weights = {id(m.weight) for m in module.modules() if isinstance(m, torch.nn.Linear)}
+    state = call("state_dict()", module.state_dict, keep_vars=True)
+    return frozenset(key for key, value in state.items() if id(value) in weights)
+
+
+def _settle_reading(subject, probe: Config, key: tuple, roles: dict) -> None:
+    """The reading of the roles (`param_roles.readings`: [x, h] or [h, x], the gates' order in a
+    stacked matrix) that shapes cannot tell: torch.nn's, unless it does not give the reference's
+    outputs on the probe and another does. These are storage choices of a module whose names
+    are its own; the checks then judge it read that way (or torch.nn's way, when none fits)."""
+    candidates = param_roles.readings(probe, roles)
+    for reading in candidates:
+        _ROLES[key] = (roles, reading)
+        if len(candidates) == 1 or _computes_reference(subject, probe):
+            return
+    _ROLES[key] = (roles, candidates[0])
+
+
+def _computes_reference(subject, probe: Config) -> bool:
+    """Whether a module of `probe`, read through the roles learnt so far, returns the
+    reference's outputs in float32 for a batch of sequences with a state given where it takes one."""
+    case = Case("roles", probe, 2, 3, h0=subject.takes_state)
+    try:
+        run = Run(subject, case, "float32", "roles")
+        observed = {name: to_numpy(t) for name, t in run.call().items()}
+    except Finding:
+        return False
+    return first_mismatch(observed, run.expected(), run.tolerance()) is None
 
 
 def biases(cfg: Config) -> tuple[str, ...]:
@@ -427,8 +469,8 @@ _ASKED_FOR = {"num_layers": ({}, {"num_layers": 2}),
 
 def probe_constructor(feature: str, subject) -> str | None:
     """A constructor feature (`_ASKED_FOR`) is refused when the constructor raises
-    NotImplementedError, Python's way of saying so, on a configuration asking for it and builds
-    the same configuration without it. Any other exception is a crash, which the checks report;
+    NotImplementedError, Python's way of saying so, or AssertionError (`assert not batch_first`)
+    on a configuration asking for it and builds the same configuration without it. Any other exception is a crash, which the checks report;
     and a case is excused only where its own configuration is refused too
     (`rnnbench.suites.features.refused_configuration`): a stack refused at some sizes and built
     at others is judged where it builds."""
@@ -515,6 +557,10 @@ def extra_checks(kind: str) -> tuple[dict, ...]:
              function=partial(check_construction.check_invalid_arguments,
                               arguments=INVALID_ARGUMENTS), table=construction, calls=False),
     ]
+    if kind.startswith("lstm"):
+        rows.append(dict(name="state-argument", category="construction",
+                         function=check_construction.check_state_argument, table=construction,
+                         rows=1, calls=False))
     if packed:
         # Variable-length sequences (PackedSequence input): float64 tight, float32 by the policy.
         rows += [dict(name=f"packed-forward{suffix}", category="forward",

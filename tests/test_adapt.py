@@ -11,7 +11,7 @@ from torch import nn
 
 from rnnbench.impls import Implementation
 from rnnbench.impls.adapt import (Adapted, CannotConstruct, ObjectModule, UnsupportedArgument,
-                                  adapt, changed_defaults)
+                                  adapt, changed_defaults, split_state)
 from rnnbench.reference import Config
 from rnnbench.suites import param_roles, parammap
 from rnnbench.suites.torch_nn import probe_config
@@ -187,6 +187,31 @@ def test_a_required_state_gets_zeros_and_omitting_it_is_not_supported():
     assert list(module.state_dict()) == list(module.inner.state_dict())
 
 
+class SplitStateLSTM(nn.LSTM):
+    """torch.nn's LSTM behind forward(input, h0=None, c0=None)."""
+
+    def forward(self, input, h0=None, c0=None):
+        return super().forward(input, None if h0 is None else (h0, c0))
+
+
+def test_an_lstm_state_taken_as_two_arguments_is_passed_apart_and_named():
+    assert split_state("lstm", SplitStateLSTM) == ("h0", "c0")
+    module = adapt("lstm", SplitStateLSTM)(3, 5)
+    x, h0, c0 = torch.randn(4, 2, 3), torch.randn(1, 2, 5), torch.randn(1, 2, 5)
+    assert torch.equal(module(x, (h0, c0))[0], module.inner(x, h0, c0)[0])
+    assert torch.equal(module(x)[0], module.inner(x)[0])  # omitted: the module's own default
+    # the third argument is the cell state only where its name says so, and only an LSTM has one
+    class WithLengths(nn.LSTM):
+        def forward(self, input, hx=None, lengths=None):
+            return super().forward(input, hx)
+    assert split_state("lstm", WithLengths) is None
+    assert split_state("gru", SplitStateLSTM) is None
+    assert [split_state("lstm_cell", type("C", (nn.Module,), {"forward": f})) for f in (
+        lambda self, x, h_prev, c_prev: x, lambda self, x, hidden, cell_state: x,
+        lambda self, x, h, prev_c: x, lambda self, x, state, count: x)] == [
+        ("h_prev", "c_prev"), ("hidden", "cell_state"), ("h", "prev_c"), None]
+
+
 def test_a_plain_object_is_a_module_whose_parameters_it_computes_with():
     module = adapt("rnn", PlainExercise)(3, 5)
     assert isinstance(module, ObjectModule)
@@ -263,8 +288,140 @@ def test_linear_submodules_map_by_shape_and_name_and_the_missing_bias_is_held_at
 
 def test_one_matrix_over_input_and_state_is_split_by_columns():
     _, pmap = roles_and_map("rnn_cell", ConcatCell)
-    assert pmap.entries["weight_ih"] == (Piece("i2h.weight", "cols:0:4"),)
-    assert pmap.entries["weight_hh"] == (Piece("i2h.weight", "cols:4:11"),)
+    assert pmap.entries["weight_ih"] == (Piece("i2h.weight", cols=(0, 4)),)
+    assert pmap.entries["weight_hh"] == (Piece("i2h.weight", cols=(4, 11)),)
+
+
+class StateFirstConcatCell(nn.Module):
+    """One nn.Linear over [h, x], the state's columns first; `activate=False` leaves out tanh."""
+
+    def __init__(self, input_size, hidden_size, activate=True):
+        super().__init__()
+        self.activate = activate
+        self.h2h = nn.Linear(hidden_size + input_size, hidden_size)
+
+    def forward(self, x, h):
+        pre = self.h2h(torch.cat([h, x], 1))
+        return torch.tanh(pre) if self.activate else pre
+
+
+class UnactivatedStateFirstConcatCell(StateFirstConcatCell):
+    def __init__(self, input_size, hidden_size):
+        super().__init__(input_size, hidden_size, activate=False)
+
+
+def forward_result(kind: str, constructor):
+    from rnnbench.suites.runner import run_checks
+
+    [result] = run_checks(Implementation("t", {kind: constructor}), checks="forward/batched")
+    return result
+
+
+def test_a_matrix_over_state_then_input_is_read_so_when_only_that_gives_the_reference():
+    _, pmap = roles_and_map("rnn_cell", StateFirstConcatCell)
+    assert pmap.entries["weight_ih"] == (Piece("h2h.weight", cols=(7, 11)),)
+    assert pmap.entries["weight_hh"] == (Piece("h2h.weight", cols=(0, 7)),)
+    assert forward_result("rnn_cell", StateFirstConcatCell).outcome == "passed"
+    # Neither reading gives a wrong function the reference's outputs: x first is kept, and fails.
+    _, pmap = roles_and_map("rnn_cell", UnactivatedStateFirstConcatCell)
+    assert pmap.entries["weight_ih"] == (Piece("h2h.weight", cols=(0, 4)),)
+    assert forward_result("rnn_cell", UnactivatedStateFirstConcatCell).outcome == "failed"
+
+
+class PerGateConcatLSTMCell(nn.Module):
+    """One nn.Linear per gate over [x, h], named by the gate, as blog posts write an LSTM."""
+
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        for gate in ("input", "forget", "cell", "output"):
+            setattr(self, f"{gate}_gate", nn.Linear(input_size + hidden_size, hidden_size))
+
+    def forward(self, x, state):
+        h, c = state
+        xh = torch.cat([x, h], 1)
+        i, f, o = (torch.sigmoid(getattr(self, f"{g}_gate")(xh)) for g in ("input", "forget", "output"))
+        c = f * c + i * torch.tanh(self.cell_gate(xh))
+        return o * torch.tanh(c), c
+
+
+def test_one_matrix_per_gate_over_input_and_state_is_split_by_columns_and_stacked():
+    _, pmap = roles_and_map("lstm_cell", PerGateConcatLSTMCell)
+    gates = ("input", "forget", "cell", "output")
+    assert pmap.entries["weight_ih"] == tuple(Piece(f"{g}_gate.weight", cols=(0, 4)) for g in gates)
+    assert pmap.entries["weight_hh"] == tuple(Piece(f"{g}_gate.weight", cols=(4, 11)) for g in gates)
+    assert pmap.entries["bias_ih"] == tuple(Piece(f"{g}_gate.bias") for g in gates)
+    assert pmap.missing == ["bias_hh"]
+    assert forward_result("lstm_cell", PerGateConcatLSTMCell).outcome == "passed"
+
+
+class MixedOrientationCell(nn.Module):
+    """W_xh kept for x @ W, the state through an nn.Linear: one matrix transposed, the square
+    one not, which only the nn.Linear tells."""
+
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        self.W_xh = nn.Parameter(torch.randn(input_size, hidden_size))
+        self.hh = nn.Linear(hidden_size, hidden_size)
+
+    def forward(self, x, h):
+        return torch.tanh(x @ self.W_xh + self.hh(h))
+
+
+def test_an_nn_linear_s_square_weight_is_read_as_nn_linear_stores_it():
+    _, pmap = roles_and_map("rnn_cell", MixedOrientationCell)
+    assert pmap.entries["weight_ih"] == (Piece("W_xh", "T"),)
+    assert pmap.entries["weight_hh"] == (Piece("hh.weight"),)
+    assert forward_result("rnn_cell", MixedOrientationCell).outcome == "passed"
+
+
+class IfogLSTMCell(nn.Module):
+    """Its own names, the gates stacked i, f, o, g (Karpathy's LSTMs and their ports); with
+    `mixed=True` the input's rows are read in torch.nn's order instead, a real bug."""
+
+    def __init__(self, input_size, hidden_size, mixed=False):
+        super().__init__()
+        self.mixed = mixed
+        self.W = nn.Parameter(torch.randn(4 * hidden_size, input_size))
+        self.U = nn.Parameter(torch.randn(4 * hidden_size, hidden_size))
+        self.b = nn.Parameter(torch.randn(4 * hidden_size))
+
+    def forward(self, x, state):
+        h, c = state
+        from_x = (x @ self.W.T).chunk(4, 1)
+        if self.mixed:
+            from_x = (from_x[0], from_x[1], from_x[3], from_x[2])
+        i, f, o, g = (a + b for a, b in zip(from_x, (h @ self.U.T + self.b).chunk(4, 1)))
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        return torch.sigmoid(o) * torch.tanh(c), c
+
+
+class MixedOrderLSTMCell(IfogLSTMCell):
+    def __init__(self, input_size, hidden_size):
+        super().__init__(input_size, hidden_size, mixed=True)
+
+
+def test_a_stacked_matrix_of_its_own_is_read_in_the_gate_order_that_gives_the_reference():
+    _, pmap = roles_and_map("lstm_cell", IfogLSTMCell)
+    assert pmap.entries["weight_hh"] == tuple(Piece("U", rows=(a, a + 7)) for a in (0, 7, 21, 14))
+    assert [piece.rows for piece in pmap.entries["bias_ih"]] == [(0, 7), (7, 14), (21, 28), (14, 21)]
+    assert "U (row blocks 1, 2, 4, 3) -> weight_hh" in pmap.describe()
+    assert forward_result("lstm_cell", IfogLSTMCell).outcome == "passed"
+    # no one order gives the reference: torch.nn's is kept, and the forward fails
+    _, pmap = roles_and_map("lstm_cell", MixedOrderLSTMCell)
+    assert pmap.entries["weight_hh"] == (Piece("U"),)
+    assert forward_result("lstm_cell", MixedOrderLSTMCell).outcome == "failed"
+
+
+def test_gate_names_are_read_whole_and_a_gate_no_name_gives_is_unreadable_not_missing():
+    # "update" is the z gate, not a "U_" prefix before "pdate"
+    shapes = {f"{gate}.weight": (5, 8) for gate in ("update", "reset", "candidate")}
+    roles = param_roles.learn_roles(Config("gru_cell", 3, 5), shapes)
+    assert [roles[f"{gate}.weight"][0] for gate in ("update", "reset", "candidate")] == [
+        "combined:z", "combined:r", "combined:n"]
+    # two of three gates named: the third's matrix is there, unplaced, so no map is guessed
+    unnamed = {"reset.weight": (5, 8), "candidate.weight": (5, 8), "fc3.weight": (5, 8)}
+    with pytest.raises(MappingError, match="gates n, r only, of r, z, n"):
+        param_roles.learn_roles(Config("gru_cell", 3, 5), unnamed)
 
 
 def test_a_transposed_layout_is_read_transposed_square_matrices_included():
@@ -466,3 +623,30 @@ def test_a_user_map_wins_and_can_say_transposed():
         parammap.parse_user_map("W_ih")
     with pytest.raises(MappingError, match="no parameter 'weight_xy'"):
         parammap.from_user(cfg, {"W": (5, 3)}, {"W": "weight_xy"})
+    # a (1, n) bias is the vector x @ W + b broadcasts
+    assert parammap.from_user(cfg, {"b": (1, 5)}, {"b": "bias_ih"}).entries["bias_ih"] == (
+        Piece("b", "row"),)
+
+
+class RowBiasGRUCell(nn.Module):
+    """torch.nn's GRU cell under names of its own (x2h, h2h), its biases (1, 3H) rows."""
+
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        self.x2h_weights = nn.Parameter(torch.randn(3 * hidden_size, input_size))
+        self.h2h_weights = nn.Parameter(torch.randn(3 * hidden_size, hidden_size))
+        self.x2h_bias = nn.Parameter(torch.randn(1, 3 * hidden_size))
+        self.h2h_bias = nn.Parameter(torch.randn(1, 3 * hidden_size))
+
+    def forward(self, x, h):
+        xr, xz, xn = (x @ self.x2h_weights.T + self.x2h_bias).chunk(3, 1)
+        hr, hz, hn = (h @ self.h2h_weights.T + self.h2h_bias).chunk(3, 1)
+        r, z = torch.sigmoid(xr + hr), torch.sigmoid(xz + hz)
+        return (1 - z) * torch.tanh(xn + r * hn) + z * h
+
+
+def test_row_biases_are_read_as_vectors_on_the_side_their_names_say():
+    _, pmap = roles_and_map("gru_cell", RowBiasGRUCell)
+    assert pmap.entries["bias_ih"] == (Piece("x2h_bias", "row"),)
+    assert pmap.entries["bias_hh"] == (Piece("h2h_bias", "row"),)
+    assert forward_result("gru_cell", RowBiasGRUCell).outcome == "passed"

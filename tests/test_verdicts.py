@@ -4,6 +4,7 @@ that reruns a finding."""
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import pytest
 
@@ -104,6 +105,34 @@ def test_parameters_of_its_own_are_judged_by_what_they_change():
     assert buffers.outcome == "passed", buffers.message
 
 
+def test_gradients_behind_a_forward_right_to_float32_only_are_still_compared():
+    from torch import nn
+
+    from rnnbench.impls import Implementation
+    from rnnbench.suites.runner import run_checks
+
+    class RoundedInputCell(nn.RNNCell):
+        """Reads its input rounded to float32, and cut from the graph: no input gradient."""
+
+        def __init__(self, *args, detach=True, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.detach = detach
+
+        def forward(self, input, hx=None):
+            rounded = input.float().to(input.dtype)
+            return super().forward(rounded.detach() if self.detach else rounded, hx)
+
+    def gradients(**options):
+        [result] = run_checks(Implementation("r", {"rnn_cell": partial(RoundedInputCell, **options)}),
+                              checks="gradients/batched")
+        return result
+
+    cut = gradients()
+    assert cut.outcome == "failed" and cut.diagnosis != "lower_precision"
+    assert "input" in cut.message
+    assert gradients(detach=False).diagnosis == "lower_precision"
+
+
 def test_a_constructor_refusing_a_feature_lacks_it_where_it_refuses_and_is_judged_elsewhere():
     from torch import nn
 
@@ -131,6 +160,8 @@ def test_a_constructor_refusing_a_feature_lacks_it_where_it_refuses_and_is_judge
     assert refused.outcome == "not_supported" and refused.numbers["sources"] == {
         "num_layers": "observed"}
     assert "asked for num_layers=2, the constructor raised NotImplementedError" in refused.message
+    asserted = judged(stacked(AssertionError, square_too=True))  # `assert num_layers == 1`
+    assert asserted.outcome == "not_supported" and "raised AssertionError" in asserted.message
     # refused at the probe's sizes, built at the case's: judged, and its residual found
     assert judged(stacked(NotImplementedError)).outcome == "failed"
     # any other exception is a crash, not a refusal

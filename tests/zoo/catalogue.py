@@ -233,4 +233,9 @@ REAL_CODE = [
              {"optional_state": "signature"}),
     RealCode(f"{REAL}:ProjectedZeroStateLSTM", "lstm", "h0_none_unhandled", NO, NO, {},
              quick=False),
+    RealCode(f"{REAL}:SplitStateLSTMCell", "lstm_cell", "split_state", YES, NO,
+             {"optional_state": "signature"}),
+    RealCode(f"{REAL}:StateFirstIfogLSTMCell", "lstm_cell", "param_names", YES, NO,
+             {"no_bias": "signature", "factory_kwargs": "signature",
+              "optional_state": "signature"}),
 ]

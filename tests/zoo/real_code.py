@@ -57,6 +57,11 @@ catalogue.py (REAL_CODE).
   write a step.
 - `ProjectedZeroStateLSTM`: torch.nn's LSTM whose omitted state makes h hidden_size wide even
   with a projection (a framework port's bug), so a projected LSTM without a state crashes.
+- `StateFirstIfogLSTMCell`: one nn.Linear over [h, x], the state's columns first, its rows
+  holding the gates in the order i, f, o, g (as ports of Karpathy's LSTMs stack them), and a
+  second bias: torch.nn's function stored another way, which only its behaviour can tell.
+- `SplitStateLSTMCell`: torch.nn's cell behind forward(input, hx, cx), the state as two
+  arguments, as many from-scratch cells take it.
 """
 from __future__ import annotations
 
@@ -438,3 +443,25 @@ class ProjectedZeroStateLSTM(nn.LSTM):
 class StateFirstRNNCell(nn.RNNCell):
     def forward(self, h, x):
         return super().forward(x, h)
+
+
+class StateFirstIfogLSTMCell(nn.Module):
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        self.hidden_size = hidden_size
+        self.linear = nn.Linear(hidden_size + input_size, 4 * hidden_size)
+        self.b_h = nn.Parameter(torch.empty(4 * hidden_size))
+        bound = 1 / math.sqrt(hidden_size)
+        for p in self.parameters():
+            nn.init.uniform_(p, -bound, bound)
+
+    def forward(self, x, state):
+        h, c = state
+        i, f, o, g = (self.linear(torch.cat([h, x], -1)) + self.b_h).chunk(4, -1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        return torch.sigmoid(o) * torch.tanh(c), c
+
+
+class SplitStateLSTMCell(nn.LSTMCell):
+    def forward(self, input, hx, cx):
+        return super().forward(input, (hx, cx))

@@ -10,11 +10,14 @@ where a check needs the feature). Only a declared feature is excused from the dr
 """
 from __future__ import annotations
 
+import linecache
+import re
 import warnings
 
 from rnnbench.errors import UsageError
-from rnnbench.impls.adapt import ARGUMENT_FEATURES
+from rnnbench.impls.adapt import ARGUMENT_FEATURES, torch_signature
 from rnnbench.impls.base import Implementation, required_features
+from rnnbench.impls.signatures import SIGNATURES
 from rnnbench.suites.results import Finding
 from rnnbench.suites.subject import Subject
 
@@ -23,13 +26,10 @@ SOURCES = ("declared", "signature", "observed")
 _PROBED: dict[tuple, str | None] = {}
 # (constructor, kind, device, configuration) -> what `refused_configuration` found.
 _BUILT: dict[tuple, Exception | bool | None] = {}
-# The exceptions a constructor says it does not support a configuration with: Python's way
-# (NotImplementedError) and research code's (`assert not batch_first`).
-REFUSALS = (NotImplementedError, AssertionError)
 
 
 def refused_configuration(subject: Subject, cfg) -> Exception | bool | None:
-    """The refusal (`REFUSALS`) the subject's constructor raises on `cfg` (it says it does not
+    """The refusal (`refusal`) the subject's constructor raises on `cfg` (it says it does not
     support it), False when it builds it, None when it fails otherwise (the checks report that,
     sys.exit included); asked once per process."""
     key = (subject.impl.kinds.get(subject.kind), subject.kind, subject.device, cfg)
@@ -40,11 +40,33 @@ def refused_configuration(subject: Subject, cfg) -> Exception | bool | None:
                 subject.construct(cfg)
                 _BUILT[key] = False
             except Finding as finding:
-                refused = isinstance(finding.__cause__, REFUSALS)
+                refused = refusal(finding.__cause__, subject.kind, cfg)
                 _BUILT[key] = finding.__cause__ if refused else None
             except SystemExit:
                 _BUILT[key] = None
     return _BUILT[key]
+
+
+def refusal(error: BaseException | None, kind: str, cfg) -> bool:
+    """Whether a constructor's exception says it does not support `cfg`: NotImplementedError,
+    Python's way of saying so, or a failed assert whose line names an argument `cfg` sets
+    otherwise than torch.nn's default (`assert not batch_first`, research code's way), not an
+    invariant a bug broke."""
+    if isinstance(error, NotImplementedError):
+        return True
+    if not isinstance(error, AssertionError) or kind not in SIGNATURES:
+        return False
+    frame = error.__traceback__
+    while frame is not None and frame.tb_next is not None:
+        frame = frame.tb_next
+    if frame is None:
+        return False
+    line = linecache.getline(frame.tb_frame.f_code.co_filename, frame.tb_lineno)
+    defaults = torch_signature(kind).parameters
+    asked = [name for name, value in cfg.constructor_kwargs().items() if name in defaults
+             and defaults[name].default is not defaults[name].empty  # the sizes have none
+             and value != defaults[name].default]
+    return any(re.search(rf"\b{name}\b", line) for name in asked)
 
 
 def device_type(device: str) -> str:

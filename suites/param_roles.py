@@ -117,10 +117,10 @@ def learn_roles(cfg: Config, shapes: dict[str, tuple], linear: frozenset[str] = 
 
 
 def _bias_named(key: str) -> bool:
-    """Whether a key's name says it is a bias ("bias", "x2h_bias", "b_h", "bh"): a (1, n) entry
-    is read as one only then, not a learnt initial state ("h0") of that shape."""
-    last = key.lower().split(".")[-1]
-    return "bias" in last or re.fullmatch(r"b(_\w*|[a-z]{0,2})", last) is not None
+    """Whether a key's name says it is a bias ("bias", "x2h_bias", "b_h", "bh", "b0", a list's
+    "b.0"): a (1, n) entry is read as one only then, not a learnt initial state ("h0")."""
+    last = next((part for part in reversed(key.lower().split(".")) if not part.isdigit()), "")
+    return "bias" in last or re.fullmatch(r"b(_\w*|[a-z]{0,2}\d*)", last) is not None
 
 
 def _side(key: str) -> str | None:
@@ -279,8 +279,7 @@ def readings(cfg: Config, roles: dict[str, tuple[str, str]]) -> list[Reading]:
     """Every reading the roles leave open, torch.nn's own first: the other order of [x, h] where
     a matrix is over both, the other gate orders where a stacked matrix of the module's own
     holds several gates (under torch.nn's names the order is torch.nn's)."""
-    torch_names = {template(name) for name in blocks(cfg)}
-    shown = {block for name, (block, _) in roles.items() if name not in torch_names}
+    shown = {block for name, (block, _) in roles.items() if not _torch_named(cfg, name)}
     orders: list[str | None] = [None]
     if len(cfg.gates) > 1 and shown & set(_STACKED):  # a per-gate block has its gate after ":"
         orders += ["".join(p) for p in itertools.permutations(cfg.gates) if p != tuple(cfg.gates)]
@@ -290,6 +289,14 @@ def readings(cfg: Config, roles: dict[str, tuple[str, str]]) -> list[Reading]:
 
 # The blocks whose rows hold every gate, one after another.
 _STACKED = ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "combined")
+
+
+def _torch_named(cfg: Config, key: str) -> bool:
+    """Whether a key (or its template) ends in a name torch.nn gives a parameter, a cell's
+    (`layers.0.weight_ih`) or a stack's (`weight_ih_l0`): its gates are in torch.nn's order,
+    where another order is a bug, not a layout."""
+    last = re.sub(r"_l(\d+|#)(_reverse)?$", "", key.split(".")[-1])
+    return last in set(blocks(cfg).values())
 
 
 def resolve(cfg: Config, shapes: dict[str, tuple], roles: dict[str, tuple[str, str]],
@@ -318,7 +325,8 @@ def resolve(cfg: Config, shapes: dict[str, tuple], roles: dict[str, tuple[str, s
             if gate:  # one gate's piece: placed in gate order below
                 gated.setdefault(name + suffix, {})[gate] = piece
             elif name + suffix in entries:
-                entries[name + suffix] += _in_gate_order(cfg, piece, base, reading.gate_order)
+                order = None if _torch_named(cfg, key) else reading.gate_order
+                entries[name + suffix] += _in_gate_order(cfg, piece, base, order)
     for name, pieces in gated.items():
         if name in entries and set(pieces) == set(cfg.gates):
             entries[name] = [pieces[gate] for gate in cfg.gates]

@@ -156,7 +156,7 @@ def from_user(cfg, shapes: dict[str, tuple], user: dict[str, str]) -> ParamMap:
         if name not in spec:
             raise MappingError(f"--param-map {key}={name}: the spec has no parameter {name!r} "
                                f"for {cfg.describe()}")
-        if len(spec[name]) == 1 and len(shapes[key]) == 2 and shapes[key][0] == 1:
+        if layout == "plain" and len(spec[name]) == 1 and len(shapes[key]) == 2 and shapes[key][0] == 1:
             layout = "row"  # a (1, n) bias, as x @ W + b broadcasts it
         entries[name].append(Piece(key, layout))
     for name in spec:

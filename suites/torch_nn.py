@@ -237,16 +237,17 @@ def inferred_map(subject, cfg: Config, shapes: dict[str, tuple]):
     if isinstance(learnt, param_roles.MappingError):
         raise learnt
     roles, reading = learnt
-    projected = _roles(subject, role_probe(cfg)) if cfg.proj_size else None
+    projected = _roles(subject, role_probe(cfg), settle=False) if cfg.proj_size else None
     if isinstance(projected, tuple):
         roles = {**roles, **{name: role for name, role in projected[0].items()
                              if role[0] == "weight_hr"}}
     return param_roles.resolve(cfg, shapes, roles, reading)
 
 
-def _roles(subject, probe: Config) -> tuple[dict, param_roles.Reading] | param_roles.MappingError:
-    """The roles learnt on `probe` for the subject's constructor and their reading (once per
-    process), or why they cannot be."""
+def _roles(subject, probe: Config, settle: bool = True
+           ) -> tuple[dict, param_roles.Reading] | param_roles.MappingError:
+    """The roles learnt on `probe` for the subject's constructor and, where `settle`, their
+    reading (once per process), or why they cannot be."""
     key = (subject.impl.kinds[subject.kind], probe, subject.device)
     if key not in _ROLES:
         try:
@@ -255,7 +256,9 @@ def _roles(subject, probe: Config) -> tuple[dict, param_roles.Reading] | param_r
         except param_roles.MappingError as exc:
             _ROLES[key] = exc
         else:
-            _settle_reading(subject, probe, key, roles)
+            _ROLES[key] = (roles, param_roles.Reading())
+            if settle:
+                _settle_reading(subject, probe, key, roles)
     return _ROLES[key]
 
 
@@ -269,23 +272,42 @@ def _linear_weights(module: torch.nn.Module) -> frozenset[str]:
 
 def _settle_reading(subject, probe: Config, key: tuple, roles: dict) -> None:
     """The reading of the roles (`param_roles.readings`: [x, h] or [h, x], the gates' order in a
-    stacked matrix) that shapes cannot tell: torch.nn's, unless it does not give the reference's
-    outputs on the probe and another does. These are storage choices of a module whose names
-    are its own; the checks then judge it read that way (or torch.nn's way, when none fits)."""
+    stacked matrix of the module's own) that shapes cannot tell: the first, torch.nn's, unless
+    the probe's outputs are not the reference's under it and are under another. These are
+    storage choices of a module whose names are its own; the checks then judge it read that way
+    (torch.nn's way where none fits). Where no reading could even be loaded into the probe, the
+    reading is unknown (MappingError): a case that runs all the same (one without biases) would
+    otherwise be judged under a reading nothing confirmed."""
     candidates = param_roles.readings(probe, roles)
-    for reading in candidates:
-        _ROLES[key] = (roles, reading)
-        if len(candidates) == 1 or _computes_reference(subject, probe):
-            return
-    _ROLES[key] = (roles, candidates[0])
+    if len(candidates) == 1:
+        return
+    outcomes = []
+    try:
+        for reading in candidates:
+            _ROLES[key] = (roles, reading)
+            outcomes.append(_probe_outcome(subject, probe))
+            if outcomes[-1] is True:
+                return
+    finally:
+        if not outcomes or outcomes[-1] is not True:  # nothing fitted, or interrupted
+            _ROLES[key] = (roles, candidates[0])
+    if all(isinstance(outcome, Finding) for outcome in outcomes):
+        _ROLES[key] = param_roles.MappingError(
+            f"the probe module could not hold the spec's parameters read any way its layout "
+            f"allows ({outcomes[0].message})")
 
 
-def _computes_reference(subject, probe: Config) -> bool:
-    """Whether a module of `probe`, read through the roles learnt so far, returns the
-    reference's outputs in float32 for a batch of sequences with a state given where it takes one."""
+def _probe_outcome(subject, probe: Config) -> bool | Finding:
+    """A module of `probe`, read through the roles learnt so far, given float32 parameters,
+    inputs of batch 2 (3 steps for a sequence) and a state where it takes one: True when its
+    outputs are the reference's, False when they are not or forward raised, the Finding when
+    the parameters could not be loaded."""
     case = Case("roles", probe, 2, 3, h0=subject.takes_state)
     try:
         run = Run(subject, case, "float32", "roles")
+    except Finding as finding:
+        return finding
+    try:
         observed = {name: to_numpy(t) for name, t in run.call().items()}
     except Finding:
         return False
@@ -469,9 +491,10 @@ _ASKED_FOR = {"num_layers": ({}, {"num_layers": 2}),
 
 def probe_constructor(feature: str, subject) -> str | None:
     """A constructor feature (`_ASKED_FOR`) is refused when the constructor raises
-    NotImplementedError, Python's way of saying so, or AssertionError (`assert not batch_first`)
-    on a configuration asking for it and builds the same configuration without it. Any other exception is a crash, which the checks report;
-    and a case is excused only where its own configuration is refused too
+    NotImplementedError, Python's way of saying so, or fails an assert on the feature's argument
+    (`assert not batch_first`; `rnnbench.suites.features.refusal`) on a configuration asking for
+    it and builds the same configuration without it. Any other exception is a crash, which the
+    checks report; and a case is excused only where its own configuration is refused too
     (`rnnbench.suites.features.refused_configuration`): a stack refused at some sizes and built
     at others is judged where it builds."""
     without, asked = (probe_config(subject.kind).replace(**change)

@@ -310,10 +310,10 @@ class UnactivatedStateFirstConcatCell(StateFirstConcatCell):
         super().__init__(input_size, hidden_size, activate=False)
 
 
-def forward_result(kind: str, constructor):
+def forward_result(kind: str, constructor, case: str = "batched"):
     from rnnbench.suites.runner import run_checks
 
-    [result] = run_checks(Implementation("t", {kind: constructor}), checks="forward/batched")
+    [result] = run_checks(Implementation("t", {kind: constructor}), checks=f"forward/{case}")
     return result
 
 
@@ -410,6 +410,76 @@ def test_a_stacked_matrix_of_its_own_is_read_in_the_gate_order_that_gives_the_re
     _, pmap = roles_and_map("lstm_cell", MixedOrderLSTMCell)
     assert pmap.entries["weight_hh"] == (Piece("U"),)
     assert forward_result("lstm_cell", MixedOrderLSTMCell).outcome == "failed"
+
+
+class TorchNamedIfogCell(nn.Module):
+    """torch.nn's cell names, the gates read i, f, o, g: the classic bug."""
+
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        self.weight_ih = nn.Parameter(torch.randn(4 * hidden_size, input_size))
+        self.weight_hh = nn.Parameter(torch.randn(4 * hidden_size, hidden_size))
+        self.bias_ih = nn.Parameter(torch.randn(4 * hidden_size))
+        self.bias_hh = nn.Parameter(torch.randn(4 * hidden_size))
+
+    def forward(self, x, state):
+        h, c = state
+        i, f, o, g = (x @ self.weight_ih.T + self.bias_ih + h @ self.weight_hh.T
+                      + self.bias_hh).chunk(4, -1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        return torch.sigmoid(o) * torch.tanh(c), c
+
+
+class TorchNamedIfogStack(nn.Module):
+    """A stack of those cells: its keys end in torch.nn's cell names (layers.0.weight_ih)."""
+
+    def __init__(self, input_size, hidden_size, num_layers=1):
+        super().__init__()
+        self.layers = nn.ModuleList(TorchNamedIfogCell(input_size if n == 0 else hidden_size,
+                                                       hidden_size) for n in range(num_layers))
+
+    def forward(self, x, hx=None):
+        steps, batch = x.shape[:2]
+        states = [(x.new_zeros(batch, self.layers[0].weight_hh.shape[1]),) * 2
+                  for _ in self.layers] if hx is None else list(zip(hx[0], hx[1]))
+        for n, layer in enumerate(self.layers):
+            outputs = []
+            for t in range(steps):
+                states[n] = layer(x[t], states[n])
+                outputs.append(states[n][0])
+            x = torch.stack(outputs)
+        h, c = zip(*states)
+        return x, (torch.stack(h), torch.stack(c))
+
+
+def test_gates_under_torch_nn_s_names_keep_torch_nn_s_order_in_a_stack_of_cells_too():
+    _, pmap = roles_and_map("lstm", TorchNamedIfogStack, Config("lstm", 4, 7))
+    assert pmap.entries["weight_ih_l0"] == (Piece("layers.0.weight_ih"),)
+    result = forward_result("lstm", TorchNamedIfogStack, "single-layer")
+    assert result.outcome == "failed" and result.diagnosis == "lstm_gate_order"
+
+
+class OffsetIfogCell(nn.Module):
+    """Gates i, f, o, g over [h, x] and a (1, 4H) bias named `offset`, which no rule reads."""
+
+    def __init__(self, input_size, hidden_size, bias=True):
+        super().__init__()
+        self.gates = nn.Linear(hidden_size + input_size, 4 * hidden_size, bias=False)
+        self.offset = nn.Parameter(torch.zeros(1, 4 * hidden_size)) if bias else None
+
+    def forward(self, x, state):
+        h, c = state
+        pre = self.gates(torch.cat([h, x], 1)) + (0 if self.offset is None else self.offset)
+        i, f, o, g = pre.chunk(4, 1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        return torch.sigmoid(o) * torch.tanh(c), c
+
+
+def test_a_reading_no_probe_could_hold_leaves_the_function_not_checked_everywhere():
+    from rnnbench.suites.results import not_run
+
+    result = forward_result("lstm_cell", OffsetIfogCell, "no-bias")
+    assert result.outcome == "failed" and not_run(result), result.message
 
 
 def test_gate_names_are_read_whole_and_a_gate_no_name_gives_is_unreadable_not_missing():

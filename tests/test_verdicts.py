@@ -160,8 +160,24 @@ def test_a_constructor_refusing_a_feature_lacks_it_where_it_refuses_and_is_judge
     assert refused.outcome == "not_supported" and refused.numbers["sources"] == {
         "num_layers": "observed"}
     assert "asked for num_layers=2, the constructor raised NotImplementedError" in refused.message
-    asserted = judged(stacked(AssertionError, square_too=True))  # `assert num_layers == 1`
+    # research code's refusal: an assert on the argument
+    class OneLayer(nn.RNN):
+        def __init__(self, input_size, hidden_size, num_layers=1, **kwargs):
+            assert num_layers == 1, "one layer only"
+            super().__init__(input_size, hidden_size, num_layers, **kwargs)
+
+    class BrokenInvariant(nn.RNN):  # every layer built for the input's size: a bug its assert finds
+        def __init__(self, input_size, hidden_size, num_layers=1, **kwargs):
+            sizes = [input_size] * num_layers
+            assert all(size == (input_size if n == 0 else hidden_size) for n, size in enumerate(sizes))
+            super().__init__(input_size, hidden_size, num_layers, **kwargs)
+
+    asserted = judged(OneLayer)
     assert asserted.outcome == "not_supported" and "raised AssertionError" in asserted.message
+    assert judged(BrokenInvariant).outcome == "passed"  # square: the invariant holds, and it runs
+    [crash] = run_checks(Implementation("b", {"rnn": BrokenInvariant}),
+                         checks="forward/two-layer-bidirectional")
+    assert crash.outcome == "failed" and "AssertionError" in crash.message
     # refused at the probe's sizes, built at the case's: judged, and its residual found
     assert judged(stacked(NotImplementedError)).outcome == "failed"
     # any other exception is a crash, not a refusal

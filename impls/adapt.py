@@ -214,7 +214,10 @@ class Adapted:
             keywords.update(zip(SIZES, sizes))
             sizes = []
         made = self.constructor(*sizes, *positional, **keywords)
-        module = made if isinstance(made, nn.Module) else ObjectModule(made)
+        # An object that holds tensors becomes a module; anything else (a number) is returned
+        # as it is, for the checks to say what the constructor returned.
+        module = made if isinstance(made, nn.Module) or not hasattr(made, "__dict__") \
+            else ObjectModule(made)
         move = {name: given[name] for name in ("device", "dtype")
                 if name not in self.taken and given[name] is not None}
         if move:

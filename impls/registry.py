@@ -12,6 +12,7 @@ import hashlib
 import importlib
 import importlib.metadata
 import importlib.util
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -21,6 +22,7 @@ from torch import nn
 from rnnbench.errors import IMPORT_FAILURES, UsageError, one_line
 from rnnbench.impls.base import Implementation
 from rnnbench.reference.kinds import KINDS
+from rnnbench.wording import with_article
 
 # Built-in implementations: each is the module rnnbench.impls.<name> with an IMPLEMENTATION.
 BUILTINS = ("native", "eager", "torchscript", "compile", "fused", "onnxruntime", "implicit",
@@ -64,6 +66,8 @@ def load(target: str, kind: str | None = None, kind_option: str = "--kind", *,
         raise UsageError(f"unknown kind {kind!r}; known kinds: {', '.join(KINDS)}")
     if ":" in target:
         where, _, attr = target.rpartition(":")
+        if os.path.sep in where or where.startswith("."):
+            _require_python_file(where)  # a path, not a module name: ../models, model.json
         module = _import_file(where) if where.endswith(".py") else _import_module(where)
         obj = _attribute(module, attr, where)
     elif target.endswith(".py"):
@@ -88,8 +92,8 @@ def _as_implementation(obj, target: str, kind: str | None, kind_option: str,
                          "its class (the constructor), which the checks call with each "
                          "configuration")
     if not callable(obj):
-        raise UsageError(f"{target} is {_a(type(obj).__name__)}, neither an Implementation "
-                         "nor a constructor")
+        raise UsageError(f"{target} is {with_article(type(obj).__name__)}, neither an "
+                         "Implementation nor a constructor")
     if kind is None and len(kinds_given) > 1:
         raise UsageError(f"{target} is a bare constructor, which implements one kind: give one "
                          f"{kind_option}, not {len(kinds_given)} ({', '.join(kinds_given)})")
@@ -100,9 +104,14 @@ def _as_implementation(obj, target: str, kind: str | None, kind_option: str,
                           description=f"{getattr(obj, '__qualname__', repr(obj))} as {kind}")
 
 
-def _a(noun: str) -> str:
-    """The noun with its indefinite article: "a list", "an int"."""
-    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
+def _require_python_file(where: str) -> None:
+    """UsageError unless the path part of a target is a Python file."""
+    if os.path.isdir(where):
+        raise UsageError(f"{where} is a folder: name a .py file in it (path/to/file.py:ATTR) or "
+                         "a module (package.module:ATTR)")
+    if not where.endswith(".py"):
+        what = "no such file" if not os.path.exists(where) else "not a .py file"
+        raise UsageError(f"{where}: {what}; a target is path/to/file.py:ATTR or package.module:ATTR")
 
 
 def _import_module(name: str):

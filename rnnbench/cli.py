@@ -135,15 +135,18 @@ def _terminate_as_interrupt(terminated: threading.Event):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
     try:
+        parser = build_parser()
         args = _parse(parser, argv)
     except SystemExit as exc:           # --help, --version, or a one-line argument error
         return exc.code if isinstance(exc.code, int) else 2
-    module = importlib.import_module(f"rnnbench.commands.{args.command}")
+    except KeyboardInterrupt:           # while the commands' modules load
+        print("rnnbench: interrupted", file=sys.stderr)
+        return 130
     terminated = threading.Event()
     try:
         with _terminate_as_interrupt(terminated):
+            module = importlib.import_module(f"rnnbench.commands.{args.command}")
             return module.run(args)
     except UsageError as exc:
         print(f"rnnbench {args.command}: error: {printable(str(exc))}", file=sys.stderr)

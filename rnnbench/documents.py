@@ -36,14 +36,18 @@ def write_json(path: str | os.PathLike, data: dict) -> None:
 
 
 def write_atomic(path: str | os.PathLike, data: bytes) -> Path:
-    """Write `data` to `path` atomically, making its folder if needed; UsageError (one line) when
-    the place cannot be written or the data does not fit (the file keeps its old content)."""
-    path = Path(path)
+    """Write `data` to `path` atomically, making its folder if needed; a symlink is written
+    through, to its target, as a shell's `>` does; UsageError (one line) when the place cannot
+    be written, is not a regular file (a device, a FIFO: the rename would replace it), or the
+    data does not fit (the file keeps its old content)."""
+    shown, path = Path(path), _landing(path)
+    if path.exists() and not path.is_file():
+        raise UsageError(f"cannot write {shown}: not a regular file")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot write {shown}: {exc.strerror or exc}") from None
     try:
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes the file private; results are for sharing
         with os.fdopen(fd, "wb") as f:
@@ -51,7 +55,7 @@ def write_atomic(path: str | os.PathLike, data: bytes) -> Path:
         os.replace(tmp, path)
     except OSError as exc:     # a full disk, a quota: the old file stays as it was
         os.unlink(tmp)
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot write {shown}: {exc.strerror or exc}") from None
     except BaseException:
         os.unlink(tmp)
         raise
@@ -61,11 +65,16 @@ def write_atomic(path: str | os.PathLike, data: bytes) -> Path:
 def require_writable(path: str | os.PathLike, option: str, folder: bool = False) -> None:
     """Fail now, before any work, when `path` (a file, or a folder with `folder=True`) cannot be
     written: UsageError naming `option`. A file is tried in the nearest folder that exists on
-    the way and removed at once; nothing else is created."""
+    the way and removed at once; nothing else is created. A file that exists must be a regular
+    file that can be written (an immutable one cannot be replaced); an empty path is refused."""
+    if not str(path):
+        raise UsageError(f"{option}: the path is empty")
     path = Path(path)
     where = path if folder else path.parent
     if path.is_dir() and not folder:
         raise UsageError(f"{option} {path}: is a folder, not a file")
+    if not folder and _landing(path).exists():
+        _require_replaceable(path, option)
     existing = next((p for p in (where, *where.parents) if p.exists()), Path("."))
     if not existing.is_dir():
         what = "is" if existing == path else f"{existing} is"
@@ -76,6 +85,23 @@ def require_writable(path: str | os.PathLike, option: str, folder: bool = False)
         os.unlink(probe)
     except OSError as exc:
         raise UsageError(f"{option} {path}: cannot write there ({exc.strerror or exc})") from None
+
+
+def _landing(path: str | os.PathLike) -> Path:
+    """Where writing `path` lands: the file itself, or a symlink's target."""
+    return Path(os.path.realpath(path))
+
+
+def _require_replaceable(path: Path, option: str) -> None:
+    """UsageError unless the existing file at `path` is a regular file this process can write."""
+    target = _landing(path)
+    if not target.is_file():
+        raise UsageError(f"{option} {path}: not a regular file")
+    try:
+        with open(target, "ab"):  # appends nothing; refused for a read-only or immutable file
+            pass
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: cannot write it ({exc.strerror or exc})") from None
 
 
 def _umask() -> int:

@@ -14,6 +14,11 @@ def counted(n: int, noun: str, plural: str | None = None) -> str:
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
+def with_article(noun: str) -> str:
+    """The noun with its indefinite article: "a list", "an int"."""
+    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
+
+
 def listed(names, limit: int = 4) -> str:
     """The first `limit` names, comma-separated, and how many more there are:
     listed(["a", "b", "c"], 2) == "a, b and 1 more"."""

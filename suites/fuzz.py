@@ -71,14 +71,22 @@ def case_to_json(case: Case) -> str:
 
 def case_from_json(text: str) -> Case:
     """`--case JSON` as a Case; ValueError with a one-line reason."""
+    expected = ('expected {"config": {"kind": ..., "input_size": ..., "hidden_size": ...}, '
+                '"batch": N or null, "steps": N, "h0": true}')
     try:
         data = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"--case: not JSON ({exc}); {expected}") from None
+    if not isinstance(data, dict) or "config" not in data:
+        raise ValueError(f"--case: no \"config\" in it; {expected}")
+    unknown = sorted(set(data) - {"config", "batch", "steps", "h0"})
+    if unknown:
+        raise ValueError(f"--case: unknown field {unknown[0]!r}; {expected}")
+    try:
         config = config_from_dict(data["config"])
         batch, steps, h0 = data.get("batch"), int(data.get("steps", 1)), bool(data.get("h0", True))
     except (ValueError, TypeError, KeyError) as exc:
-        raise ValueError(f"--case: expected {{\"config\": {{\"kind\": ..., \"input_size\": ..., "
-                         f"\"hidden_size\": ...}}, \"batch\": N or null, \"steps\": N, \"h0\": "
-                         f"true}}: {exc}") from None
+        raise ValueError(f"--case: {exc}; {expected}") from None
     if batch is not None and (not isinstance(batch, int) or batch < 1) or steps < 1:
         raise ValueError("--case: batch must be null or a positive integer, steps positive")
     return Case("given", config, batch, steps, h0, features=() if h0 else OMITTED)

@@ -139,6 +139,8 @@ def parse_user_map(text: str) -> dict[str, str]:
         key, sep, name = entry.partition("=")
         if not sep or not key.strip() or not name.strip():
             raise ValueError(f"--param-map entry {entry!r} is not KEY=NAME")
+        if key.strip() in mapping:
+            raise ValueError(f"--param-map names {key.strip()!r} twice")
         mapping[key.strip()] = name.strip()
     return mapping
 

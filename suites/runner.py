@@ -58,7 +58,12 @@ def resolve_kinds(impl: Implementation, kinds=None) -> list[str]:
     """The kinds to check, in the spec's order: `kinds` if given (each must be one `impl`
     provides), else all of `impl`'s."""
     if not kinds:
-        return [kind for kind in KINDS if kind in impl.kinds]
+        known = [kind for kind in KINDS if kind in impl.kinds]
+        if not known:  # nothing to check: a load error, not an empty verdict
+            raise UsageError(f"{impl.name} provides no kind the suites know "
+                             f"({', '.join(map(repr, impl.kinds)) or 'none at all'}; "
+                             f"known: {', '.join(KINDS)})")
+        return known
     validate_kinds(kinds)
     for kind in kinds:
         if kind not in impl.kinds:

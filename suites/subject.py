@@ -33,7 +33,7 @@ from rnnbench.suites import parammap
 from rnnbench.suites.kinds import SuiteKind, suite_record
 from rnnbench.suites.parammap import ParamMap, spec_shapes
 from rnnbench.suites.results import Finding
-from rnnbench.wording import listed
+from rnnbench.wording import listed, with_article
 
 TORCH_DTYPES = {"float64": torch.float64, "float32": torch.float32,
                 "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -116,7 +116,7 @@ class Subject:
                 finding.numbers["constructed"] = False  # never ran: says nothing of the function
             raise
         if not isinstance(module, torch.nn.Module):
-            raise Finding(f"the constructor returned a {type(module).__name__}, "
+            raise Finding(f"the constructor returned {with_article(type(module).__name__)}, "
                           "not a torch.nn.Module")
         return module
 

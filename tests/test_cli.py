@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -124,6 +125,25 @@ BAD = [
      "proj_size is an LSTM option"),
     (["report", "--out", "out"], "the following arguments are required: INPUT"),
     (["report", "missing.json", "--out", "out"], "missing.json: no such file"),
+    (["report", "missing.json", "--out", ""], "--out: the path is empty"),
+    (["run", "--out", ""], "--out: the path is empty"),
+    (["list", "workloads", "--preset", ""], "unknown preset ''"),
+    (["conform", "eager", "--json", ""], "--json: the path is empty"),
+    (["conform", "eager", "--timeout", "inf"], "--timeout must be a positive number of seconds, "
+                                               "got inf"),
+    (["bench", "--timeout", "inf"], "--timeout must be a positive number of seconds, got inf"),
+    (["conform", "eager", "--budget", "nan"], "--budget must be 0 (none) or a positive number"),
+    (["conform", "eager", "--memory-limit", "1e30"], "--memory-limit must be 0 (none) or a "
+                                                     "positive number of GiB, got 1e+30"),
+    (["conform", "eager", "--case", "[]"], '--case: no "config" in it'),
+    (["conform", "eager", "--case", '{"config": {"kind": "rnn", "input_size": 3, '
+      '"hidden_size": 5}, "dtype": "float17"}'], "--case: unknown field 'dtype'"),
+    (["conform", "eager", "--fuzz", "3", "--case", '{"config": {"kind": "rnn", "input_size": 3, '
+      '"hidden_size": 5}}'], "give one of them"),
+    (["conform", "eager", "--param-map", "W=weight_ih,W=weight_hh"], "names 'W' twice"),
+    (["coldstart", "--steps", "5,,6"], "--steps must be comma-separated whole numbers"),
+    (["conform", "..:Model", "--kind", "rnn"], ".. is a folder: name a .py file in it"),
+    (["conform", "../model.json:Model", "--kind", "rnn"], "../model.json: no such file"),
 ]
 
 
@@ -134,6 +154,47 @@ def test_a_wrong_argument_is_one_line_and_exit_2(capsys, tmp_path, monkeypatch, 
     assert code == 2 and out == ""
     assert len(err.splitlines()) == 1 and message in err, err
     assert "Traceback" not in err and err.startswith("rnnbench")
+
+
+def test_json_is_written_through_a_symlink_and_never_over_what_is_not_a_regular_file(
+        capsys, tmp_path):
+    target = tmp_path / "target.json"
+    target.write_text("{}")
+    (tmp_path / "link.json").symlink_to(target)
+    os.mkfifo(tmp_path / "fifo")
+    check = ["conform", "eager", "--kind", "rnn_cell", "--check", "forward/batched", "--json"]
+    code, _, err = run_cli(capsys, *check, str(tmp_path / "fifo"))
+    assert code == 2 and err.endswith("fifo: not a regular file\n")
+    assert run_cli(capsys, *check, str(tmp_path / "link.json"))[0] == 0
+    assert (tmp_path / "link.json").is_symlink() and '"schema"' in target.read_text()
+
+
+def test_an_implementation_of_no_known_kind_is_a_load_error(capsys, tmp_path):
+    (tmp_path / "impl.py").write_text(
+        "import torch\nfrom rnnbench.impls import Implementation\n"
+        "TYPO = Implementation(name='typo', kinds={'rnnx': torch.nn.RNN})\n")
+    code, _, err = run_cli(capsys, "conform", f"{tmp_path / 'impl.py'}:TYPO")
+    assert code == 2 and "typo provides no kind the suites know ('rnnx'" in err
+
+
+def test_an_interrupted_bench_shows_what_it_measured(capsys, tmp_path, monkeypatch):
+    import rnnbench.benchmarks.harness
+
+    measure = rnnbench.benchmarks.harness.run_benchmarks
+
+    def interrupted_after_one_workload(*args, checkpoint, **kwargs):
+        def checkpoint_then_interrupt(doc):
+            checkpoint(doc)
+            raise KeyboardInterrupt
+        return measure(*args, checkpoint=checkpoint_then_interrupt, **kwargs)
+
+    monkeypatch.setattr(rnnbench.benchmarks.harness, "run_benchmarks",
+                        interrupted_after_one_workload)
+    code, out, err = run_cli(capsys, "bench", "--preset", "quick", "--impl", "native", "--kind",
+                             "rnn_cell", "--json", str(tmp_path / "b.json"))  # one workload
+    assert code == 130 and err.endswith("interrupted\n")
+    assert "interrupted after 1 of 1 workload; written to" in out and "native" in out
+    assert json.loads((tmp_path / "b.json").read_text())["interrupted"] is True
 
 
 def test_report_out_must_be_a_folder(capsys, tmp_path):

@@ -33,6 +33,7 @@ from rnnbench.benchmarks.workloads import MAX_THREADS, load_workloads, preset_na
 from rnnbench.errors import UsageError
 from rnnbench.printable import printable_data
 from rnnbench.progress import StepCounter
+from rnnbench.wording import counted
 from rnnbench.reference.kinds import KINDS as WORKLOAD_KINDS
 from rnnbench.reports import units
 from rnnbench.documents import BASELINE, STATUSES, require_writable, write_json
@@ -92,16 +93,16 @@ def run(args) -> int:
     from rnnbench.compiler_cache import private_for_this_process
     from rnnbench.impls.registry import registered_names
 
-    if args.json:
+    if args.json is not None:
         require_writable(args.json, "--json")
     if args.device not in ("cpu", "cuda"):
         raise UsageError(f"--device must be cpu or cuda, got {args.device!r}")
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda: no CUDA device is available here")
     validate_threads(args.threads)
-    if args.budget is not None and not args.budget > 0:
+    if args.budget is not None and not 0 < args.budget < float("inf"):
         raise UsageError(f"--budget must be positive, got {args.budget}")
-    if args.timeout is not None and not args.timeout > 0:
+    if args.timeout is not None and not 0 < args.timeout < float("inf"):
         raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
     limit = memory_limit(args)
     if args.kind is not None and args.kind not in WORKLOAD_KINDS:
@@ -125,14 +126,19 @@ def run(args) -> int:
                "progress": progress, "checkpoint": writer.checkpoint,
                # earlier runs beside this one say the best GEMM peak this machine reached
                "history": str(Path(args.json).parent) if args.json else None}
-    if needs_isolation(targets):
-        # Code that is not ours runs in a child process: nothing it does costs the rest.
-        doc = run_isolated(targets, workloads, args.device, kind=args.kind, memory_limit=limit,
-                           timeout_s=args.timeout or DEFAULT_TIMEOUT_S, **options)
-    else:
-        impls = load_targets(targets, args.kind, workloads, args.device)
-        with private_for_this_process():     # a bench cut short leaves no half-built library
-            doc = run_benchmarks(list(impls.values()), workloads, args.device, **options)
+    try:
+        if needs_isolation(targets):
+            # Code that is not ours runs in a child process: nothing it does costs the rest.
+            doc = run_isolated(targets, workloads, args.device, kind=args.kind, memory_limit=limit,
+                               timeout_s=args.timeout or DEFAULT_TIMEOUT_S, **options)
+        else:
+            impls = load_targets(targets, args.kind, workloads, args.device)
+            with private_for_this_process():     # a bench cut short leaves no half-built library
+                doc = run_benchmarks(list(impls.values()), workloads, args.device, **options)
+    except KeyboardInterrupt:
+        progress.close()
+        _show_partial(writer, len(workloads))
+        raise
     progress.close()
     print(render(doc))
     results = [BenchResult.from_json(r) for r in doc["results"]]
@@ -153,6 +159,17 @@ def run(args) -> int:
     return 1 if counts["failed"] else 0
 
 
+def _show_partial(writer: "CheckpointWriter", planned: int) -> None:
+    """What an interrupted bench measured before it stopped: its tables, and where the document
+    marked interrupted is."""
+    if writer.last is None:
+        return
+    print(render(writer.last), flush=True)
+    done = len({result["workload"] for result in writer.last["results"]})
+    where = f"; written to {writer.path}, marked interrupted" if writer.path and not writer.failed else ""
+    print(f"\ninterrupted after {done} of {counted(planned, 'workload')}{where}", flush=True)
+
+
 def validate_threads(threads: int | None) -> None:
     """UsageError unless `threads` is None or 1 to MAX_THREADS."""
     if threads is not None and not 1 <= threads <= MAX_THREADS:
@@ -167,8 +184,10 @@ class CheckpointWriter:
     def __init__(self, path: str | None):
         self.path = path
         self.failed = False
+        self.last: dict | None = None   # the latest document, shown if the run is interrupted
 
     def checkpoint(self, doc: dict) -> None:
+        self.last = doc
         if not self.path:
             return
         try:

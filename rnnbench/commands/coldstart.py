@@ -55,7 +55,7 @@ def run(args) -> int:
     from rnnbench.commands.bench import validate_threads
     from rnnbench.impls import load
 
-    if args.json:
+    if args.json is not None:
         require_writable(args.json, "--json")
     steps = _lengths(args.steps)
     validate_threads(args.threads)
@@ -83,7 +83,7 @@ def run(args) -> int:
 
 def _lengths(text: str) -> list[int]:
     try:
-        steps = [int(part) for part in text.split(",") if part.strip()]
+        steps = [int(part) for part in text.split(",")]  # an empty part is a typo, not nothing
     except ValueError:
         raise UsageError(f"--steps must be comma-separated whole numbers, got {text!r}") from None
     if not steps or min(steps) < 1:

@@ -94,7 +94,7 @@ def memory_limit(args) -> int | None:
 
     if args.memory_limit is None:
         return default_memory_limit()
-    if not 0 <= args.memory_limit < float("inf"):
+    if not 0 <= args.memory_limit * GIB < 2 ** 63:  # what a process limit can hold
         raise UsageError(f"--memory-limit must be 0 (none) or a positive number of GiB, "
                          f"got {args.memory_limit:g}")
     return int(args.memory_limit * GIB) or None
@@ -109,11 +109,11 @@ def run(args) -> int:
     from rnnbench.suites.known import read_file as read_known
     from rnnbench.suites.parammap import parse_user_map
 
-    if args.json:
+    if args.json is not None:
         require_writable(args.json, "--json")
-    if args.timeout is not None and not args.timeout > 0:
+    if args.timeout is not None and not 0 < args.timeout < float("inf"):
         raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
-    if args.budget is not None and args.budget < 0:
+    if args.budget is not None and not 0 <= args.budget < float("inf"):
         raise UsageError(f"--budget must be 0 (none) or a positive number of seconds, got {args.budget:g}")
     if args.seed < 0:
         raise UsageError(f"--seed must be a non-negative integer, got {args.seed}")
@@ -123,6 +123,8 @@ def run(args) -> int:
         raise UsageError(str(exc)) from None
     if args.fuzz is not None and args.fuzz < 1:
         raise UsageError(f"--fuzz must be a positive number of cases, got {args.fuzz}")
+    if args.fuzz is not None and args.case is not None:
+        raise UsageError("--case runs one given case, --fuzz draws cases: give one of them")
     kinds = args.kind
     if args.case is not None:
         try:

@@ -85,7 +85,7 @@ def presets(args=None) -> list[dict]:
 def workloads(args) -> list[dict]:
     from rnnbench.benchmarks.workloads import load_workloads, preset_names
 
-    names = [args.preset] if args.preset else preset_names()
+    names = preset_names() if args.preset is None else [args.preset]
     return [{"preset": name, **w.to_dict()} for name in names
             for w in load_workloads(preset=name)]
 

@@ -42,6 +42,8 @@ def run(args) -> int:
     from rnnbench.reports.load import load_inputs
     from rnnbench.reports.render import render_report
 
+    if not args.out:
+        raise UsageError("--out: the path is empty")
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out}: is a file, not a folder")

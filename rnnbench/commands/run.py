@@ -112,8 +112,8 @@ def run(args) -> int:
     from rnnbench.run_folder import RunFolder
 
     started = time.perf_counter()
+    require_writable(args.out, "--out", folder=True)
     out = Path(args.out)
-    require_writable(out, "--out", folder=True)
     # The benchmark stage compiles in this process while the conformance children compile in
     # theirs: each in its own copy of the compiler cache (see rnnbench.compiler_cache).
     with RunFolder(out) as folder, private_for_this_process():

@@ -12,6 +12,12 @@ file is listed as unplaced instead (folders hold other things, e.g. asv's `machi
 what is not a regular file there (a FIFO) and what is in hidden folders is not read. Inside a
 good file, an item the report cannot place (a missing field, an unknown outcome, a time out of
 range) becomes an `Unplaced` entry with the reason.
+
+A bench document is a good file only when its own fields are what rnnbench writes (a
+`machine_check` that is an object, an `interrupted` that is true or false, ...) and at least one
+of its results can be read; otherwise the UsageError names its schema and the field, or the
+first result that cannot be read and why. Another rnnbench document (`rnnbench.coldstart/1`)
+is refused as such, not as an unknown file.
 """
 from __future__ import annotations
 
@@ -30,7 +36,7 @@ from rnnbench.benchmarks.result import MEASURED, InvalidResult
 from rnnbench.errors import UsageError
 from rnnbench.printable import printable_data
 from rnnbench.reports.records import SIZE_FIELDS, Check, Duplicate, Results, Source, Timing, Unplaced
-from rnnbench.documents import (BENCH_SCHEMA, BENCH_SCHEMAS, CONFORMANCE_SCHEMA, NOT_SELECTED,
+from rnnbench.documents import (BENCH_SCHEMAS, CONFORMANCE_SCHEMA, NOT_SELECTED,
                                 read_json)
 from rnnbench.suites.results import ConformanceRun
 
@@ -107,12 +113,25 @@ def load_document(path: str | os.PathLike, data) -> Results:
         if isinstance(data, dict) and path.name in ASV_METADATA_FILES:
             raise UsageError(f"{path}: asv metadata, not results; "
                              "pass the results files or the asv results folder")
-        raise UsageError(f"{path}: not a results file (expected {CONFORMANCE_SCHEMA}, "
-                         f"{BENCH_SCHEMA}, pytest-benchmark or asv results JSON)")
+        raise UsageError(f"{path}: {_not_results(data)}")
     try:
         return _PARSERS[fmt](path, data)
     except _Skip as exc:
         raise UsageError(f"{path}: {exc}") from None
+
+
+def _not_results(data) -> str:
+    """Why a document of none of the formats is not read: another rnnbench document (coldstart's
+    output, a comparison) is named as what it is, anything else (a bench or conformance
+    document of a version not read) as not a results file."""
+    read = f"{CONFORMANCE_SCHEMA}, {', '.join(BENCH_SCHEMAS)}, pytest-benchmark or asv results"
+    schema = data.get("schema") if isinstance(data, dict) else None
+    ours = isinstance(schema, str) and schema.startswith("rnnbench.")
+    what = schema.removeprefix("rnnbench.").split("/")[0] if ours else None
+    if what in (None, "bench", "conformance"):
+        return f"not a results file (expected {read} JSON)"
+    return (f"rnnbench {what} output ({schema}), which report and compare do not read "
+            f"(they read {read})")
 
 
 def detect_format(data) -> str | None:
@@ -172,24 +191,80 @@ def _load_conformance(path: Path, data: dict) -> Results:
 
 
 def _load_bench(path: Path, data: dict) -> Results:
-    environment = _dict_field(data, "environment")
+    _check_bench_fields(data)
+    environment = data.get("environment") or {}
     if _is_number(data.get("peak_gflops")):
         environment = {**environment, "peak_gflops": data["peak_gflops"]}
     # The document lists its workloads (name, config, batch, steps): sizes for scaling curves.
-    workloads = {w.get("name"): w for w in data.get("workloads") or [] if isinstance(w, dict)}
+    workloads = {w["name"]: w for w in data.get("workloads") or []
+                 if isinstance(w.get("name"), str)}
     source = Source(str(path), "bench", _hostname(environment), environment,
                     time=_time_of(path, environment.get("date")), settings=_bench_settings(data),
                     interrupted=data.get("interrupted") is True,
-                    machine_check=_dict_or_empty(data.get("machine_check")))
+                    machine_check=data.get("machine_check") or {})
     results = Results(sources=[source])
-    for i, item in enumerate(_list_field(data, "results")):
+    for i, item in enumerate(data["results"]):
         try:
-            workload = workloads.get(item.get("workload"), {}) if isinstance(item, dict) else {}
-            values = {**_dict_or_empty(workload.get("config")), **workload, **item}
-            results.timings.append(Timing.from_json(item, source=source, sizes=_sizes(values)))
+            results.timings.append(_bench_timing(item, source, workloads))
         except InvalidResult as exc:
             results.unplaced.append(Unplaced(source, f"results[{i}]", str(exc), _brief(item)))
+    if data["results"] and not results.timings:
+        raise _bench_error(data, _none_readable(results.unplaced))
     return results
+
+
+# A bench document's own fields (not its results'): what each must be where the document has it
+# (null: not recorded, as rnnbench writes a run's that stopped before the machine check).
+_BENCH_FIELDS = {
+    "environment": (lambda v: isinstance(v, dict), "an object"),
+    "machine_check": (lambda v: v is None or isinstance(v, dict), "an object or null"),
+    "interrupted": (lambda v: isinstance(v, bool), "true or false"),
+    "results": (lambda v: isinstance(v, list), "a list"),
+    "workloads": (lambda v: v is None or _is_list_of_objects(v), "a list of objects"),
+    "peaks": (lambda v: v is None or _is_list_of_objects(v), "a list of objects"),
+    "device": (lambda v: v is None or isinstance(v, str), "a string"),
+    "preset": (lambda v: v is None or isinstance(v, str), "a string"),
+    "threads": (lambda v: v is None or (_is_number(v) and v >= 1 and v == int(v)),
+                "a whole number >= 1"),
+    "budget_s": (lambda v: v is None or (_is_number(v) and v > 0), "a positive number"),
+    "peak_gflops": (lambda v: v is None or (_is_number(v) and v > 0), "a positive number"),
+}
+
+
+def _check_bench_fields(data: dict) -> None:
+    """_Skip naming the document's schema and the first of its own fields that is not what
+    rnnbench writes: a wrong one would be believed (a machine_check of "x" reads as not busy)."""
+    if "results" not in data:
+        raise _bench_error(data, "no 'results' list")
+    for name, (test, what) in _BENCH_FIELDS.items():
+        if name in data and not test(data[name]):
+            raise _bench_error(data, f"{name!r} is not {what} ({_short(data[name])})")
+
+
+def _bench_timing(item, source: Source, workloads: dict) -> Timing:
+    """The Timing of one entry of a bench document's results; InvalidResult saying why not."""
+    if not isinstance(item, dict):
+        raise InvalidResult("not an object")
+    name = item.get("workload")
+    workload = workloads.get(name, {}) if isinstance(name, str) else {}
+    values = {**_dict_or_empty(workload.get("config")), **workload, **item}
+    timing = Timing.from_json(item, source=source, sizes=_sizes(values))
+    # rnnbench times a median for every result it calls ok; without one it would read as
+    # timed before and not now ("not comparable") instead of as the broken entry it is.
+    if timing.status == "ok" and timing.median_s is None:
+        raise InvalidResult(f"'median_s' is {_short(item.get('median_s'))}, but status is ok")
+    return timing
+
+
+def _none_readable(unplaced: list[Unplaced]) -> str:
+    """Why a bench document with results has none that can be read: the first one's reason."""
+    first, more = unplaced[0], len(unplaced) - 1
+    others = f" (and {more} more cannot be read)" if more else ""
+    return f"no result can be read: {first.where}: {first.reason}{others}"
+
+
+def _bench_error(data: dict, text: str) -> _Skip:
+    return _Skip(f"{data.get('schema')} document: {text}")
 
 
 def _bench_settings(data: dict) -> dict:
@@ -491,6 +566,16 @@ def _list_field(data: dict, name: str) -> list:
     if not isinstance(value, list):
         raise _Skip(f"{name!r} is not a list")
     return value
+
+
+def _is_list_of_objects(value) -> bool:
+    return isinstance(value, list) and all(isinstance(item, dict) for item in value)
+
+
+def _short(value, limit: int = 40) -> str:
+    """A value as a message shows it: its repr, cut to `limit` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def _dict_or_empty(value) -> dict:

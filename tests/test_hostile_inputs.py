@@ -206,3 +206,133 @@ def test_the_nightly_script_passes_implementation_names_whole(tmp_path):
     files = [call[call.index("--json") + 1] for call in conform_calls if call[0] == "conform"]
     assert [Path(f).name for f in files] == ["conformance-two_words-cpu.json",
                                               "conformance-_-cpu.json"]
+
+
+# --- bench documents read by report and compare ---------------------------------------------------
+
+def bench_document(tmp_path, edit, name="that.json") -> Path:
+    """The cpu-box bench fixture with `edit(document)` applied, as a new file."""
+    doc = json.loads((FIXTURES / "cpu-box-new" / "bench-cpu.json").read_text())
+    edit(doc)
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def setting(name, value):
+    def edit(doc):
+        doc[name] = value
+    return edit
+
+
+def in_result(index, name, value):
+    def edit(doc):
+        doc["results"][index][name] = value
+    return edit
+
+
+def both_commands(tmp_path, path) -> list[list[str]]:
+    good = str(FIXTURES / "cpu-box-new" / "bench-cpu.json")
+    return [["compare", good, str(path)], ["compare", str(path), good],
+            ["report", str(path), "--out", str(tmp_path / "site")]]
+
+
+@pytest.mark.parametrize("results, said", [
+    (["x"], "results[0]: not an object"),
+    ([{}], "results[0]: no 'impl'"),
+    ([{}, 3], "results[0]: no 'impl' (and 1 more cannot be read)"),
+])
+def test_a_bench_document_none_of_whose_results_can_be_read_is_one_line_naming_the_first(
+        tmp_path, capsys, results, said):
+    path = bench_document(tmp_path, setting("results", results))
+    for argv in both_commands(tmp_path, path):
+        err = one_line_error(capsys, argv)
+        assert f"{path}: rnnbench.bench/2 document: no result can be read: {said}" in err
+    assert not (tmp_path / "site").exists()
+
+
+@pytest.mark.parametrize("name, value, said", [
+    ("machine_check", "x", "'machine_check' is not an object or null ('x')"),
+    ("interrupted", "yes", "'interrupted' is not true or false ('yes')"),
+    ("workloads", "x", "'workloads' is not a list of objects ('x')"),
+    ("workloads", [1], "'workloads' is not a list of objects ([1])"),
+    ("peaks", "x", "'peaks' is not a list of objects ('x')"),
+    ("environment", None, "'environment' is not an object (None)"),
+    ("threads", "two", "'threads' is not a whole number >= 1 ('two')"),
+    ("budget_s", -1, "'budget_s' is not a positive number (-1)"),
+    ("results", {}, "'results' is not a list ({})"),
+])
+def test_a_bench_documents_own_field_that_is_wrong_is_one_line_naming_schema_and_field(
+        tmp_path, capsys, name, value, said):
+    path = bench_document(tmp_path, setting(name, value))
+    for argv in both_commands(tmp_path, path):
+        assert f"{path}: rnnbench.bench/2 document: {said}" in one_line_error(capsys, argv)
+
+
+def test_a_bench_document_with_no_results_list_is_one_line(tmp_path, capsys):
+    path = bench_document(tmp_path, lambda doc: doc.pop("results"))
+    err = one_line_error(capsys, ["report", str(path), "--out", str(tmp_path / "site")])
+    assert f"{path}: rnnbench.bench/2 document: no 'results' list" in err
+
+
+def test_what_rnnbench_writes_of_a_run_stopped_before_its_machine_check_is_still_read(tmp_path):
+    path = bench_document(tmp_path, setting("machine_check", None))
+    results = load_inputs([path])
+    assert results.timings and not results.unplaced and not results.sources[0].busy
+
+
+@pytest.mark.parametrize("name, value, why", [
+    ("median_s", "fast", "'median_s' is 'fast', not a number"),
+    ("median_s", None, "'median_s' is None, but status is ok"),
+    ("median_s", 0, "'median_s' is 0, not seconds from 1e-12 to 1e+06"),
+    ("median_s", True, "'median_s' is True, not a number"),
+    ("samples_s", "abc", "'samples_s' is 'abc', not a list of numbers"),
+    ("impl", 3, "'impl' is 3, not a string"),
+    ("status", "weird", "unknown status 'weird' (known: ok, unavailable, not_supported, failed)"),
+    ("threads", "two", "'threads' is 'two', not a whole number"),
+    ("workload", ["w"], "'workload' is ['w'], not a string"),
+])
+def test_one_bad_result_among_good_ones_is_named_by_index_and_field_and_the_rest_compared(
+        tmp_path, capsys, name, value, why):
+    path = bench_document(tmp_path, in_result(2, name, value))
+    good = str(FIXTURES / "cpu-box-new" / "bench-cpu.json")
+    assert main(["compare", good, str(path)]) == 1       # the result is missing from HEAD
+    out, err = capsys.readouterr()
+    assert f"not compared: {path} results[2]: {why}" in out and "Traceback" not in err
+    assert "5 not judged" in out                           # the other five were compared
+
+
+def test_compare_says_which_input_is_an_interrupted_run(tmp_path, capsys):
+    def interrupted(doc):
+        doc["interrupted"], doc["results"] = True, doc["results"][:3]
+    head = bench_document(tmp_path, interrupted)
+    base = str(FIXTURES / "cpu-box-new" / "bench-cpu.json")
+    assert main(["compare", base, str(head)]) == 1       # missing results still fail the gate
+    out = " ".join(capsys.readouterr().out.split())
+    assert (f"HEAD ({head}) is an interrupted run: it holds only the results it finished before "
+            "it stopped, so the 3 missing may be ones it never reached") in out
+    assert main(["compare", str(head), base]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"BASE ({head}) is an interrupted run" in out
+    assert out.count("is an interrupted run") == 1         # HEAD is complete
+
+
+def test_a_complete_run_is_not_called_interrupted(tmp_path, capsys):
+    path = bench_document(tmp_path, setting("interrupted", False))
+    main(["compare", str(FIXTURES / "cpu-box-new" / "bench-cpu.json"), str(path)])
+    assert "interrupted" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("schema, said", [
+    ("rnnbench.coldstart/1", "rnnbench coldstart output (rnnbench.coldstart/1), which report "
+                             "and compare do not read"),
+    ("rnnbench.compare/1", "rnnbench compare output (rnnbench.compare/1), which report "
+                           "and compare do not read"),
+    ("rnnbench.bench/9", "not a results file (expected rnnbench.conformance/1"),
+])
+def test_another_rnnbench_document_is_named_as_what_it_is(tmp_path, capsys, schema, said):
+    path = tmp_path / "cold.json"
+    path.write_text(json.dumps({"schema": schema, "workload": {"name": "w"}, "results": []}))
+    for argv in (["compare", str(path), str(path)],
+                 ["report", str(path), "--out", str(tmp_path / "site")]):
+        assert f"{path}: {said}" in one_line_error(capsys, argv)

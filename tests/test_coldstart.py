@@ -65,10 +65,36 @@ def test_a_failing_length_is_a_result_and_the_others_still_run(impls_file, tmp_p
     code = cli.main(["coldstart", "--impl", f"{impls_file}:LONG", "--workload", str(workload),
                      "--steps", "2,5", "--threads", "1", "--json", str(out)])
     assert code == 1
-    results = json.loads(out.read_text())["results"]
+    document = json.loads(out.read_text())
+    results = document["results"]
     assert [(r["steps"], r["status"]) for r in results] == [(2, "ok"), (5, "failed")]
+    assert document["interrupted"] is False
     assert "sequence too long for this kernel" in results[1]["reason"]
     assert "sequence too long" in capsys.readouterr().out
+
+
+def test_an_interrupted_coldstart_shows_what_finished_and_marks_its_document(
+        impls_file, tmp_path, capsys, monkeypatch):
+    import rnnbench.commands.coldstart as command
+
+    measure = command.cold_start
+
+    def interrupted_after_the_first_length(*args, checkpoint, **kwargs):
+        def checkpoint_then_interrupt(so_far):
+            checkpoint(so_far)
+            raise KeyboardInterrupt
+        return measure(*args, checkpoint=checkpoint_then_interrupt, **kwargs)
+
+    monkeypatch.setattr(command, "cold_start", interrupted_after_the_first_length)
+    workload = tmp_path / "tiny.json"
+    workload.write_text(json.dumps({"workloads": [TINY]}))
+    out = tmp_path / "cold.json"
+    code = cli.main(["coldstart", "--impl", f"{impls_file}:LONG", "--workload", str(workload),
+                     "--steps", "2,5", "--threads", "1", "--json", str(out)])
+    assert code == 130
+    assert "interrupted after 1 result; written to" in capsys.readouterr().out
+    document = json.loads(out.read_text())
+    assert document["interrupted"] is True and [r["steps"] for r in document["results"]] == [2]
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -16,6 +16,7 @@ from rnnbench.benchmarks.workloads import load_workloads, preset_names
 from rnnbench.errors import UsageError
 from rnnbench.reports import units
 from rnnbench.documents import require_writable, write_json
+from rnnbench.wording import counted
 
 DEFAULT_IMPLS = "compile"
 DEFAULT_PRESET = "goals"
@@ -68,16 +69,27 @@ def run(args) -> int:
         if workload.kind not in load(target, constructor_kind(target, workload)).kinds:
             raise UsageError(f"{target} provides no {workload.kind!r}")
     results: list[dict] = []
+    finished: list[dict] = []  # what an interrupted run shows
 
-    def checkpoint(current: list[dict]) -> None:
-        # After every result, so an interrupted run keeps what finished.
+    def checkpoint(current: list[dict], complete: bool = False) -> None:
+        # After every result, marked interrupted until the run is complete, so that a run cut
+        # short keeps what finished and says so.
+        finished[:] = results + current
         if args.json:
             write_json(args.json, {"schema": SCHEMA, "workload": workload.to_dict(),
-                                   "results": results + current})
+                                   "results": finished, "interrupted": not complete})
 
-    for target in targets:
-        results += cold_start(target, workload, steps, threads, checkpoint=checkpoint)
+    try:
+        for target in targets:
+            results += cold_start(target, workload, steps, threads, checkpoint=checkpoint)
+    except KeyboardInterrupt:
+        if finished:
+            print(render(finished), flush=True)
+            where = f"; written to {args.json}, marked interrupted" if args.json else ""
+            print(f"\ninterrupted after {counted(len(finished), 'result')}{where}", flush=True)
+        raise
     print(render(results))
+    checkpoint([], complete=True)  # after the printing: a full disk loses nothing shown
     return 1 if any(r["status"] != "ok" for r in results) else 0
 
 

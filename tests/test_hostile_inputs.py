@@ -302,6 +302,33 @@ def test_one_bad_result_among_good_ones_is_named_by_index_and_field_and_the_rest
     assert "5 not judged" in out                           # the other five were compared
 
 
+def test_a_head_result_that_cannot_be_read_is_not_passed_by_allow_missing(tmp_path, capsys):
+    def quiet(doc):  # nothing else makes the comparison fail or inconclusive
+        doc["machine_check"] = None
+        for result in doc["results"]:
+            result["conforms"] = True
+    def quiet_with_a_bad_result(doc):
+        quiet(doc)
+        in_result(2, "median_s", "fast")(doc)
+    good = str(bench_document(tmp_path, quiet, "good.json"))
+    bad = str(bench_document(tmp_path, quiet_with_a_bad_result, "bad.json"))
+    assert main(["compare", good, good, "--allow-missing"]) == 0
+    assert main(["compare", good, bad, "--allow-missing"]) == 3  # inconclusive, not passed
+    assert "1 result of HEAD could not be read" in capsys.readouterr().out
+    assert main(["compare", bad, good, "--allow-missing"]) == 0  # BASE's: new in HEAD
+
+
+def test_compare_json_says_which_input_is_an_interrupted_run(tmp_path, capsys):
+    def interrupted(doc):
+        doc["interrupted"], doc["results"] = True, doc["results"][:3]
+    head = bench_document(tmp_path, interrupted)
+    base = str(FIXTURES / "cpu-box-new" / "bench-cpu.json")
+    main(["compare", base, str(head), "--json"])
+    notes = json.loads(capsys.readouterr().out)["notes"]
+    assert any(f"HEAD ({head}) is an interrupted run" in note.replace("\n  ", " ")
+               for note in notes)
+
+
 def test_compare_says_which_input_is_an_interrupted_run(tmp_path, capsys):
     def interrupted(doc):
         doc["interrupted"], doc["results"] = True, doc["results"][:3]

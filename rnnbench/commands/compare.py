@@ -19,8 +19,9 @@ from rnnbench.errors import UsageError
 from rnnbench.reports.load import load_file
 from rnnbench.reports.regression import (DEFAULT_ALPHA, DEFAULT_THRESHOLD, EXIT_INCONCLUSIVE,
                                          UNJUDGED_POLICIES, WIDTH, Gate, compare_runs, environment_lines,
-                                         exit_code, format_changes, parse_threshold,
-                                         samples_of)
+                                         exit_code, format_changes, interrupted_lines,
+                                         parse_threshold, samples_of)
+from rnnbench.wording import counted
 
 EXAMPLES = """\
 examples:
@@ -80,7 +81,19 @@ def run(args) -> int:
     not_compared = [f"{item.source.path} {item.where}: {item.reason}"
                     for item in base.unplaced + head.unplaced]
     code = exit_code(changes, gate)
+    if code == 0 and head.unplaced:
+        # A HEAD result that cannot be read is not judged, whatever --allow-missing allows:
+        # the gate passes only what it has compared.
+        code = EXIT_INCONCLUSIVE
+        notes.append(textwrap.fill(
+            f"inconclusive: {counted(len(head.unplaced), 'result')} of HEAD could not be read, "
+            "so not judged (not compared, below)", WIDTH, subsequent_indent="  "))
     if args.json:
+        for line in interrupted_lines(changes):  # the text says it under the tables
+            if line.startswith(" "):
+                notes[-1] += "\n" + line  # a wrapped note's next line
+            else:
+                notes.append(line)
         print(json.dumps(as_json(changes, gate, code, not_compared, notes), indent=1))
         return code
     for line in notes:

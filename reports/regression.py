@@ -244,7 +244,8 @@ def format_changes(changes: list[Change], gate: Gate = Gate()) -> str:
         lines += _wrapped(f"{counts['other sizes']} not compared: the workload of that name has "
                           "other sizes in HEAD than in BASE, so their times measure different "
                           "work (a redefined workload needs a new name to start a new history)")
-    lines += interrupted_lines(changes)
+    for note in interrupted_notes(changes):
+        lines += _wrapped(note)
     failing = ", ".join(f"{counts[v]} {v}" for v in gate.gating() if counts[v])
     unsure = ", ".join(f"{counts[v]} {v}" for v in gate.inconclusive() if counts[v])
     if failing:
@@ -257,21 +258,21 @@ def format_changes(changes: list[Change], gate: Gate = Gate()) -> str:
     return "\n".join([*lines, summary or "nothing to compare", verdict])
 
 
-def interrupted_lines(changes: list[Change]) -> list[str]:
-    """A line for each run whose document says it was interrupted: it holds only what it
+def interrupted_notes(changes: list[Change]) -> list[str]:
+    """A note for each run whose document says it was interrupted: it holds only what it
     finished, so the results it lacks ("missing" in HEAD, "new" against BASE) may be ones it
     never reached rather than ones the code lost. The verdicts stay as they are: the gate
     cannot judge a result a run never timed, whatever the reason."""
-    lines = []
+    notes = []
     for side, verdict, timings in (("BASE", "new", [c.base for c in changes]),
                                    ("HEAD", "missing", [c.head for c in changes])):
         for source in dict.fromkeys(t.source for t in timings if t and t.source.interrupted):
             lacking = sum(c.verdict == verdict for c in changes)
             because = (f", so the {lacking} {verdict} may be ones it never reached"
                        if lacking else "")
-            lines += _wrapped(f"{side} ({source.path}) is an interrupted run: it holds only the "
-                              f"results it finished before it stopped{because}")
-    return lines
+            notes.append(f"{side} ({source.path}) is an interrupted run: it holds only the "
+                         f"results it finished before it stopped{because}")
+    return notes
 
 
 def environment_lines(base_env: dict, head_env: dict, changes: list[Change]) -> list[str]:

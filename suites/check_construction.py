@@ -70,13 +70,11 @@ def check_state_argument(subject, case) -> dict:
     """forward takes an LSTM's state as torch.nn's one (h, c) tuple, not as two arguments
     (`rnnbench.impls.adapt.split_state`): the other checks pass them apart, so this is the one
     that says code written for torch.nn would pass forward the tuple as h."""
-    split = split_state(subject.kind, getattr(subject.impl.kinds[subject.kind], "constructor",
-                                              subject.impl.kinds[subject.kind]))
+    split = split_state(subject.kind, subject.impl.kinds[subject.kind])
     if split:
         raise Finding(f"forward takes the state as two arguments (`{split[0]}`, `{split[1]}`) "
                       f"where {subject.suite.contract} forward takes one (h, c) tuple: code "
-                      f"written for it "
-                      f"passes the tuple as `{split[0]}`", "split_state")
+                      f"written for it passes the tuple as `{split[0]}`", "split_state")
     return {}
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import itertools
 import re
 from dataclasses import dataclass, replace
-from functools import partial
 
 from rnnbench.reference import Config, param_shapes, param_suffix
 from rnnbench.suites.layers import blocks
@@ -38,6 +37,9 @@ _FORWARD = _marker("forward|fwd|fw", "f")
 # Name fragments that say which side a parameter belongs to (lower case, after "W_"/"b_").
 _INPUT_SIDE = ("ih", "xh", "x2h", "i2h", "input", "inp", "wx", "w_x", "kernel")
 _HIDDEN_SIDE = ("hh", "h2h", "hidden", "recurrent", "rec", "wh", "w_h", "u")
+# The same, with digits as a key's template writes them ("x2h" as "x#h").
+_SIDES = {side: tuple(_DIGITS.sub("#", alias) for alias in aliases)
+          for side, aliases in (("input", _INPUT_SIDE), ("hidden", _HIDDEN_SIDE))}
 
 
 def template(key: str) -> str:
@@ -131,9 +133,8 @@ def _side(key: str) -> str | None:
     parts = [p for p in key.lower().split(".") if p not in ("weight", "bias")]
     full = _DIGITS.sub("#", parts[-1] if parts else "")
     names = {full, re.sub(r"^(w|b|weight|bias)_", "", full)}
-    for side, aliases in (("input", _INPUT_SIDE), ("hidden", _HIDDEN_SIDE)):
-        if any(n == a or (len(a) > 1 and n.startswith(a))
-               for n in names for a in map(partial(_DIGITS.sub, "#"), aliases)):
+    for side, aliases in _SIDES.items():
+        if any(n == a or (len(a) > 1 and n.startswith(a)) for n in names for a in aliases):
             return side
     return None
 

@@ -177,19 +177,22 @@ def test_an_implementation_of_no_known_kind_is_a_load_error(capsys, tmp_path):
     assert code == 2 and "typo provides no kind the suites know ('rnnx'" in err
 
 
-def test_an_interrupted_bench_shows_what_it_measured(capsys, tmp_path, monkeypatch):
-    import rnnbench.benchmarks.harness
-
-    measure = rnnbench.benchmarks.harness.run_benchmarks
-
-    def interrupted_after_one_workload(*args, checkpoint, **kwargs):
-        def checkpoint_then_interrupt(doc):
-            checkpoint(doc)
+def interrupted_at_the_first_checkpoint(measure):
+    """`measure` (a function taking `checkpoint=`) as Ctrl-C stops it right after the first
+    results it hands out."""
+    def measured(*args, checkpoint, **kwargs):
+        def checkpoint_then_interrupt(so_far):
+            checkpoint(so_far)
             raise KeyboardInterrupt
         return measure(*args, checkpoint=checkpoint_then_interrupt, **kwargs)
+    return measured
 
-    monkeypatch.setattr(rnnbench.benchmarks.harness, "run_benchmarks",
-                        interrupted_after_one_workload)
+
+def test_an_interrupted_bench_shows_what_it_measured(capsys, tmp_path, monkeypatch):
+    import rnnbench.benchmarks.harness as harness
+
+    monkeypatch.setattr(harness, "run_benchmarks",
+                        interrupted_at_the_first_checkpoint(harness.run_benchmarks))
     code, out, err = run_cli(capsys, "bench", "--preset", "quick", "--impl", "native", "--kind",
                              "rnn_cell", "--json", str(tmp_path / "b.json"))  # one workload
     assert code == 130 and err.endswith("interrupted\n")

@@ -58,14 +58,19 @@ def test_every_length_pays_its_first_call_in_a_fresh_process(impls_file):
     assert results[1]["ratio"] == pytest.approx(results[1]["first_call_s"] / results[0]["first_call_s"])
 
 
-def test_a_failing_length_is_a_result_and_the_others_still_run(impls_file, tmp_path, capsys):
+def coldstart_of_long(impls_file, tmp_path) -> tuple[int, dict]:
+    """`rnnbench coldstart` of LONG at lengths 2 and 5 with --json: its exit code and document."""
     workload = tmp_path / "tiny.json"
     workload.write_text(json.dumps({"workloads": [TINY]}))
     out = tmp_path / "cold.json"
     code = cli.main(["coldstart", "--impl", f"{impls_file}:LONG", "--workload", str(workload),
                      "--steps", "2,5", "--threads", "1", "--json", str(out)])
+    return code, json.loads(out.read_text())
+
+
+def test_a_failing_length_is_a_result_and_the_others_still_run(impls_file, tmp_path, capsys):
+    code, document = coldstart_of_long(impls_file, tmp_path)
     assert code == 1
-    document = json.loads(out.read_text())
     results = document["results"]
     assert [(r["steps"], r["status"]) for r in results] == [(2, "ok"), (5, "failed")]
     assert document["interrupted"] is False
@@ -76,24 +81,13 @@ def test_a_failing_length_is_a_result_and_the_others_still_run(impls_file, tmp_p
 def test_an_interrupted_coldstart_shows_what_finished_and_marks_its_document(
         impls_file, tmp_path, capsys, monkeypatch):
     import rnnbench.commands.coldstart as command
+    from tests.test_cli import interrupted_at_the_first_checkpoint
 
-    measure = command.cold_start
-
-    def interrupted_after_the_first_length(*args, checkpoint, **kwargs):
-        def checkpoint_then_interrupt(so_far):
-            checkpoint(so_far)
-            raise KeyboardInterrupt
-        return measure(*args, checkpoint=checkpoint_then_interrupt, **kwargs)
-
-    monkeypatch.setattr(command, "cold_start", interrupted_after_the_first_length)
-    workload = tmp_path / "tiny.json"
-    workload.write_text(json.dumps({"workloads": [TINY]}))
-    out = tmp_path / "cold.json"
-    code = cli.main(["coldstart", "--impl", f"{impls_file}:LONG", "--workload", str(workload),
-                     "--steps", "2,5", "--threads", "1", "--json", str(out)])
+    monkeypatch.setattr(command, "cold_start",
+                        interrupted_at_the_first_checkpoint(command.cold_start))
+    code, document = coldstart_of_long(impls_file, tmp_path)
     assert code == 130
     assert "interrupted after 1 result; written to" in capsys.readouterr().out
-    document = json.loads(out.read_text())
     assert document["interrupted"] is True and [r["steps"] for r in document["results"]] == [2]
 
 

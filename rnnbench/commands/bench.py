@@ -166,8 +166,15 @@ def _show_partial(writer: "CheckpointWriter", planned: int) -> None:
         return
     print(render(writer.last), flush=True)
     done = len({result["workload"] for result in writer.last["results"]})
-    where = f"; written to {writer.path}, marked interrupted" if writer.path and not writer.failed else ""
-    print(f"\ninterrupted after {done} of {counted(planned, 'workload')}{where}", flush=True)
+    print(interrupted_after(f"{done} of {counted(planned, 'workload')}",
+                            None if writer.failed else writer.path), flush=True)
+
+
+def interrupted_after(done: str, path: str | None) -> str:
+    """The line an interrupted command ends its partial output with: what it finished, and
+    where its document, marked interrupted, is (if it wrote one)."""
+    where = f"; written to {path}, marked interrupted" if path else ""
+    return f"\ninterrupted after {done}{where}"
 
 
 def validate_threads(threads: int | None) -> None:

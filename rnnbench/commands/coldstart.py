@@ -53,7 +53,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     import torch
 
-    from rnnbench.commands.bench import validate_threads
+    from rnnbench.commands.bench import interrupted_after, validate_threads
     from rnnbench.impls import load
 
     if args.json is not None:
@@ -85,8 +85,7 @@ def run(args) -> int:
     except KeyboardInterrupt:
         if finished:
             print(render(finished), flush=True)
-            where = f"; written to {args.json}, marked interrupted" if args.json else ""
-            print(f"\ninterrupted after {counted(len(finished), 'result')}{where}", flush=True)
+            print(interrupted_after(counted(len(finished), "result"), args.json), flush=True)
         raise
     print(render(results))
     checkpoint([], complete=True)  # after the printing: a full disk loses nothing shown

@@ -19,7 +19,7 @@ from rnnbench.errors import UsageError
 from rnnbench.reports.load import load_file
 from rnnbench.reports.regression import (DEFAULT_ALPHA, DEFAULT_THRESHOLD, EXIT_INCONCLUSIVE,
                                          UNJUDGED_POLICIES, WIDTH, Gate, compare_runs, environment_lines,
-                                         exit_code, format_changes, interrupted_lines,
+                                         exit_code, format_changes, interrupted_notes,
                                          parse_threshold, samples_of)
 from rnnbench.wording import counted
 
@@ -89,11 +89,9 @@ def run(args) -> int:
             f"inconclusive: {counted(len(head.unplaced), 'result')} of HEAD could not be read, "
             "so not judged (not compared, below)", WIDTH, subsequent_indent="  "))
     if args.json:
-        for line in interrupted_lines(changes):  # the text says it under the tables
-            if line.startswith(" "):
-                notes[-1] += "\n" + line  # a wrapped note's next line
-            else:
-                notes.append(line)
+        # the text says these under the tables
+        notes += [textwrap.fill(note, WIDTH, subsequent_indent="  ")
+                  for note in interrupted_notes(changes)]
         print(json.dumps(as_json(changes, gate, code, not_compared, notes), indent=1))
         return code
     for line in notes:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rnnbench.errors import UsageError
 from rnnbench.wording import counted
 
 DESCRIPTION = ("render conformance and benchmark results, from one machine or many, as "
@@ -39,14 +38,12 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    from rnnbench.documents import require_writable
     from rnnbench.reports.load import load_inputs
     from rnnbench.reports.render import render_report
 
-    if not args.out:
-        raise UsageError("--out: the path is empty")
+    require_writable(args.out, "--out", folder=True)
     out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out}: is a file, not a folder")
     results = load_inputs(args.inputs)
     written = render_report(results, out)
     print(f"report: {written['index.html']}")

@@ -62,6 +62,8 @@ TARGETS = [
     *(_adapter("mindspore_layers.py", "IMPLEMENTATION", kind, "mindspore")
       for kind in ("rnn", "lstm", "gru", "rnn_cell", "lstm_cell", "gru_cell")),
     *(_adapter("mlx_layers.py", "IMPLEMENTATION", kind, "mlx") for kind in ("rnn", "lstm", "gru")),
+    *(_adapter("mxnet_gluon.py", "IMPLEMENTATION", kind, "mxnet")
+      for kind in ("rnn", "lstm", "gru", "rnn_cell", "lstm_cell", "gru_cell")),
     # torchrl's own modules take torch.nn's arguments: judged as they are, with no adapter.
     *(Target(f"torchrl.modules:{name}", kind, "torchrl") for name, kind in (
         ("LSTM", "lstm"), ("GRU", "gru"), ("LSTMCell", "lstm_cell"), ("GRUCell", "gru_cell"))),

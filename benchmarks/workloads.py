@@ -19,6 +19,7 @@ forward's matmuls), so metrics with a backward count three forwards.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -41,6 +42,9 @@ BACKWARD_FLOP_FACTOR = 2
 # The most torch threads a workload or an option may ask for: far past any machine's cores, and
 # far below what torch's set_num_threads overflows on.
 MAX_THREADS = 1024
+# The longest a sample may be asked to last: the calls of one sample are timed together, so a
+# longer one only delays the next round.
+MAX_SAMPLE_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -204,8 +208,11 @@ def _problem(w: Workload) -> str | None:
         return f"clip_norm must be a positive number or null, got {w.clip_norm!r}"
     for name in ("budget_s", "min_sample_s"):
         value = getattr(w, name)
-        if not (isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0):
-            return f"{name} must be a positive number, got {value!r}"
+        if not (isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+                and math.isfinite(value)):
+            return f"{name} must be a positive finite number, got {value!r}"
+    if w.min_sample_s > MAX_SAMPLE_S:
+        return f"min_sample_s must be at most {MAX_SAMPLE_S:g} s, got {w.min_sample_s!r}"
     if (w.vocab or w.classes) and not w.sequence_output:
         return "vocab and classes apply to kinds whose output is a sequence (time, batch, features)"
     if not (isinstance(w.ragged, bool) and isinstance(w.packed, bool)):
@@ -214,6 +221,8 @@ def _problem(w: Workload) -> str | None:
         return "packed applies to ragged workloads"
     if w.ragged and (w.kind not in RAGGED_KINDS or w.vocab or w.classes):
         return f"ragged applies to the kinds {', '.join(RAGGED_KINDS)}, without vocab or classes"
+    if w.steps != 1 and not w.spec.steps_matter:
+        return f"steps applies to kinds that take a sequence; {w.kind} takes one step, got {w.steps}"
     return None
 
 

@@ -17,11 +17,21 @@ class UsageError(Exception):
     """A user input is wrong (a target, a kind, a file, an option); the message says which."""
 
 
+# The first lines of messages that hold a traceback, the reason on their last line: Python's (as
+# C++ libraries such as MXNet format theirs) and TorchScript's interpreter's.
+_TRACEBACK_OPENINGS = ("Traceback (most recent call last):",
+                       "The following operation failed in the TorchScript interpreter.")
+
+
 def one_line(exc: BaseException) -> str:
     """An exception as one line: its type and the first line of its message that says something
-    (not a rule of dashes), then the exception that caused it (a wrapper's message often hides
-    the real one), without object addresses, which differ from run to run."""
+    (not a rule of dashes; the last line of a traceback the message holds), then the exception
+    that caused it (a wrapper's message often hides the real one), without object addresses,
+    which differ from run to run."""
     lines = [line for line in str(exc).strip().splitlines() if any(c.isalnum() for c in line)]
+    if lines and lines[0].strip() in _TRACEBACK_OPENINGS:
+        # a traceback inside the message (a C++ library's, TorchScript's): the reason is its last
+        lines = [lines[-1].strip().removeprefix(f"{type(exc).__name__}: ")]
     text = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
     cause = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
     if cause is not None and cause is not exc:

@@ -38,9 +38,15 @@ DIAGNOSES: dict[str, str] = {
                           "take (input, hx)",
     "split_state": "forward takes an LSTM's state as two arguments (h, c), where torch.nn takes "
                    "one (h, c) tuple",
+    "layers_ignored": "num_layers or bidirectional ignored: the module holds the parameters of "
+                      "one layer, one direction, whatever it is asked for",
+    "wrapped_output": "forward returns h inside a tuple (or h twice), where torch.nn's cells "
+                      "return h alone",
     "dropout_in_eval": "dropout active in eval mode",
     "dropout_after_last_layer": "dropout applied after the last layer",
     "dropout_wrong_scale": "dropout not scaled by 1/(1-p) (or wrong rate)",
+    "changes_in_training": "output changes in training mode where nothing may drop (dropout=0, "
+                           "or one layer): a dropout of its own, e.g. DropConnect on the weights",
     "lstm_gate_order": "LSTM gates not in torch's i,f,g,o order",
     "lstm_forget_bias": "1.0 added to the forget gate in every step (TensorFlow's forget_bias; "
                         "torch.nn adds no constant there)",
@@ -48,6 +54,8 @@ DIAGNOSES: dict[str, str] = {
                              "i,f,g,o, and 1.0 added to the forget gate (its forget_bias)",
     "gru_gate_order": "GRU gates not in torch's r,z,n order",
     "gru_cho_reset": "Cho-2014 GRU: reset gate applied before the hidden matmul",
+    "gru_bhn_outside_reset": "GRU's b_hn added outside the reset product (r * (W_hn h) + b_hn, "
+                             "as when its two biases are summed into one), not inside it",
     "gru_swapped_z": "GRU update uses z and 1-z swapped",
     "gru_cho_textbook": "the textbook GRU: reset gate before the hidden matmul (Cho et al. 2014) "
                         "and h' = (1-z) h + z n (z and 1-z swapped)",
@@ -114,6 +122,10 @@ FUNDAMENTAL_ORDER = ("shapes", "forward", "gradients", "packed-forward", "packed
                      "non-convergence", "documented-example", "init", "dropout-eval",
                      "dropout-train", "parameters", "biases", "dtype-device", "defaults",
                      "invalid-arguments", "error", "inputs", "state-dict", "deepcopy", "pickle")
+# The checks of what a module computes: FUNDAMENTAL_ORDER up to its construction and init.
+_COMPUTES = FUNDAMENTAL_ORDER.index("init")
+# How the names of the cases on unbatched input start.
+UNBATCHED = "unbatched"
 # A check's dtype suffix -> how far from float64 it is: a finding in half precision alone is
 # less fundamental than any in float64 or float32.
 _DTYPE_RANK = {"float32": 1, "bfloat16": 2, "float16": 2}
@@ -126,6 +138,9 @@ _NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 _DTYPE_WORDS = re.compile(r"\b(torch\.|c10::)?(float(16|32|64)|bfloat16|half|double|float|"
                           r"(BFloat16|Half|Float|Double)(Tensor)?)\b", re.IGNORECASE)
 _COPY_ROUTE = re.compile(r"^(deepcopy|pickle) raised")
+# What the dropout check says before a finding of the module in eval mode: the cause is the
+# finding's own, the one the other checks group under.
+EVAL_MODE_ALREADY = "in eval mode (no dropout) already: "
 
 
 @dataclass(frozen=True)
@@ -161,15 +176,21 @@ class FindingGroup:
         return list(dict.fromkeys(r.kind for r in self.results))
 
     @property
-    def rank(self) -> tuple[int, int, int]:
-        """Where the group's cause stands, most fundamental first (`_check_rank` of its example,
-        before it a constructor that raises, after it checks that did not run)."""
+    def rank(self) -> tuple[int, int, int, int]:
+        """Where the group's cause stands, most fundamental first: (half precision or not, stage,
+        the example's place in FUNDAMENTAL_ORDER, its dtype's distance from float64). The stages:
+        what the module computes on batched input, then what it computes met on unbatched
+        input alone (a step torch.nn takes beyond the batched one), then the other checks.
+        Before every group a constructor that raises, after it checks that did not run."""
         messages = [r.message or "" for r in self.results]
         if any(_CANNOT_CONSTRUCT.match(m) for m in messages):
-            return (-1, 0, 0)
+            return (-1, 0, 0, 0)
         if all(m.startswith("not run:") for m in messages):  # a consequence of other findings
-            return (3, 0, 0)
-        return _check_rank(self.example.check)
+            return (3, 0, 0, 0)
+        half, order, dtype = _check_rank(self.example.check)
+        if order >= _COMPUTES:
+            return (half, 2, order, dtype)
+        return (half, int(all(r.case.startswith(UNBATCHED) for r in self.results)), order, dtype)
 
 
 def strip_addresses(message: str) -> str:
@@ -181,7 +202,8 @@ def cause_of(result) -> str:
     """The grouping key of one failed result: its diagnosis, else its normalised message."""
     if result.diagnosis:
         return str(result.diagnosis)
-    message = _COPY_ROUTE.sub("a copy raised", strip_addresses(result.message or ""))
+    message = _COPY_ROUTE.sub("a copy raised", strip_addresses(result.message or "")
+                              .removeprefix(EVAL_MODE_ALREADY))
     return _NUMBER.sub("#", _DTYPE_WORDS.sub("<dtype>", message))
 
 

@@ -55,11 +55,13 @@ def _build(suite: SuiteKind) -> tuple[Check, ...]:
     cases, plain = suite.cases, suite.plain_dtype
     extras = [Check(**row) for row in suite.extra_checks]
     checks = [Check("parameters", "construction", check_parameters, cases, calls=False),
-              *(c for c in extras if c.category == "construction"),
+              # Construction checks that call forward run after the numeric ones, so that a
+              # forward that crashes is first seen where the other kinds see it.
+              *(c for c in extras if c.category == "construction" and not c.calls),
               Check("init", "init", check_init, suite.initial_cases, calls=False),
               Check("shapes", "shapes", check_shapes, cases, dtype=plain),
               *_numeric_checks(suite),
-              *(c for c in extras if c.category != "construction"),
+              *(c for c in extras if c.category != "construction" or c.calls),
               *(Check(f"error-{wrong.name}", "errors",
                       partial(check_errors.check_rejected, wrong=wrong, dtype=plain), cases,
                       applies=wrong.applies, features=wrong.features, dtype=plain, group="errors")
@@ -92,6 +94,11 @@ def _numeric_checks(suite: SuiteKind) -> list[Check]:
         checks.append(Check(f"gradients{suffix}", "gradients",
                             partial(check_gradients, dtype=dtype), suite.cases, applies=smooth,
                             dtype=dtype, backward=True, quick_rows=quick_rows, group="gradients"))
+    # The parameters' gradients with no gradient asked of the input, as a first layer's backward
+    # runs: float64 only, one case in a --quick run.
+    checks.append(Check("gradients-parameters", "gradients",
+                        partial(check_gradients, dtype="float64", inputs=False), suite.cases,
+                        dtype="float64", backward=True, quick_rows=1, group="gradients"))
     return checks
 
 

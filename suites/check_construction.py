@@ -1,6 +1,7 @@
 """Construction: the spec's parameter names and shapes (every kind's), and for the torch.nn
-family both biases, the dtype/device arguments honoured, torch.nn's defaults kept, and invalid
-arguments rejected as torch.nn rejects them."""
+family both biases, the dtype/device arguments honoured, torch.nn's defaults kept, invalid
+arguments rejected as torch.nn rejects them, and forward called and returning as torch.nn's is
+(the state as one argument, a cell's h alone)."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from rnnbench.suites.features import unsupported
 from rnnbench.suites.layers import blocks
 from rnnbench.suites.parammap import Piece
 from rnnbench.suites.results import Finding
+from rnnbench.suites.run import Run, describe_structure
 from rnnbench.suites.subject import TORCH_DTYPES, call, spec_parameters, spec_state
 from rnnbench.wording import listed
 
@@ -75,6 +77,21 @@ def check_state_argument(subject, case) -> dict:
         raise Finding(f"forward takes the state as two arguments (`{split[0]}`, `{split[1]}`) "
                       f"where {subject.suite.contract} forward takes one (h, c) tuple: code "
                       f"written for it passes the tuple as `{split[0]}`", "split_state")
+    return {}
+
+
+def check_output_structure(subject, case) -> dict:
+    """A cell with one output returns h itself, not inside a tuple: the other checks take h out
+    of a tuple holding it alone or several times over (`rnnbench.suites.torch_nn.flatten_result`),
+    so this is the one that says code written for torch.nn gets the tuple."""
+    run = Run(subject, case, subject.suite.plain_dtype, "output-structure")
+    x, hx = run.tensors()
+    result = run.subject_call(x, hx)
+    run.unpack(run.cfg, x, result)  # a structure no check reads fails as it does everywhere
+    if not isinstance(result, torch.Tensor):
+        raise Finding(f"forward returns {describe_structure(result)} where "
+                      f"{subject.suite.contract} cell returns h alone: code written for it gets "
+                      "the tuple", "wrapped_output")
     return {}
 
 

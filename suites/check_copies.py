@@ -1,5 +1,8 @@
 """Copies: a module copied (copy.deepcopy, a pickle round trip) or rebuilt from its state_dict
-computes what the original does, as checkpoints, `torch.save` and data-parallel replicas need."""
+computes what the original does, as checkpoints, `torch.save` and data-parallel replicas need,
+and a copy computes with its own parameters: given others, it answers what a fresh module given
+them does, and the original is unchanged (a forward that still reads the original's, through a
+closure patched onto the instance, is no copy)."""
 from __future__ import annotations
 
 import copy
@@ -9,15 +12,34 @@ from rnnbench.suites.check_numerics import observe
 from rnnbench.suites.compare import first_mismatch, summary
 from rnnbench.suites.results import Finding
 from rnnbench.suites.run import Run
-from rnnbench.suites.subject import call
+from rnnbench.suites.subject import call, draw_params, load
 
 COPIES = {"deepcopy": copy.deepcopy, "pickle": lambda module: pickle.loads(pickle.dumps(module))}
 
 
 def check_copy(subject, case, how: str) -> dict:
-    """A copy made with `how` (a key of COPIES) computes what the original does."""
+    """A copy made with `how` (a key of COPIES) computes what the original does, and with
+    parameters of its own what a fresh module given them does, leaving the original as it was."""
     run = Run(subject, case, subject.suite.plain_dtype, how)
-    return same_outputs(run, call(how, COPIES[how], run.module), f"the output of a {how} copy")
+    copied = call(how, COPIES[how], run.module)
+    same_outputs(run, copied, f"the output of a {how} copy")
+    before = run.run()
+    others = draw_params(run.cfg, subject.rng(how, "others", case.name))
+    load(copied, run.cfg, run.pmap, {name: subject.tensor(value, run.dtype)
+                                     for name, value in others.items()})
+    fresh = subject.build(run.cfg, run.dtype, others)
+    tol = run.tolerance()
+    wrong = first_mismatch(run.run(module=copied, cfg=run.cfg), run.run(module=fresh, cfg=run.cfg),
+                           tol)
+    if wrong is not None:
+        raise Finding(summary(f"the output of a {how} copy given other parameters ({wrong[0]})",
+                              wrong[1], "a fresh module's given them")
+                      + ": the copy still computes with the original's", **wrong[1])
+    wrong = first_mismatch(run.run(), before, tol)
+    if wrong is not None:
+        raise Finding(summary(f"the original's output ({wrong[0]})", wrong[1], "before")
+                      + f" once its {how} copy was given other parameters", **wrong[1])
+    return {}
 
 
 def check_state_dict(subject, case) -> dict:

@@ -14,7 +14,8 @@ output at each step and unit is then phi(u + BETA) with u = mask * scale * y0, w
 where kept. So:
 - a ratio that is neither 0 nor one common value: not an elementwise dropout of layer 0's output;
 - kept units not at exactly 1/(1-p): `dropout_wrong_scale`;
-- a dropped fraction inconsistent with p (binomial test at `statistics.ALPHA`): `dropout_wrong_scale`;
+- a dropped fraction inconsistent with p (binomial test at `statistics.ALPHA`): `dropout_wrong_scale`,
+  or with p = 0 any unit dropped: `changes_in_training`;
 - an output of exactly 0 (phi(BETA + u) is never 0): dropout after the last layer,
   `dropout_after_last_layer`; a one-layer module must not drop at all;
 - nothing dropped and nothing rescaled with p > 0: `dropout_not_applied`;
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rnnbench.findings import EVAL_MODE_ALREADY
 from rnnbench.reference import Config, param_shapes
 from rnnbench.suites.cases import Case
 from rnnbench.suites.check_numerics import compare_forward, observe
@@ -75,7 +77,7 @@ def check_train(subject, case) -> dict:
     try:  # in eval mode first: dropout can only be judged on a module that is otherwise right
         compare_forward(run, observe(run))
     except Finding as finding:
-        finding.message = f"in eval mode (no dropout) already: {finding.message}"
+        finding.message = EVAL_MODE_ALREADY + finding.message
         finding.diagnosis = "dropout_in_eval" if dropout_in_eval(run) else finding.diagnosis
         raise
     run.module.train()
@@ -164,7 +166,7 @@ def _judge_ratios(p: float, ratio: np.ndarray) -> dict:
             raise Finding(f"kept units scaled by {common:.3g}, expected {expected}",
                           "dropout_wrong_scale", **numbers)
     if p == 0.0 and dropped.any():
-        raise Finding(f"dropped {numbers['dropped']:.3f} of units with p = 0", "dropout_wrong_scale",
+        raise Finding(f"dropped {numbers['dropped']:.3f} of units with p = 0", "changes_in_training",
                       **numbers)
     if p in (0.0, 1.0):  # nothing random to test
         return numbers

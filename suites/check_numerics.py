@@ -81,12 +81,14 @@ def _varied(run: Run, parameters: dict[str, torch.nn.Parameter]) -> Finding | No
     return None
 
 
-def check_gradients(subject, case, dtype: str) -> dict:
+def check_gradients(subject, case, dtype: str, inputs: bool = True) -> dict:
     """Gradients w.r.t. the input, the initial state (when given) and every parameter equal the
-    reference's BPTT gradients for a random output gradient."""
+    reference's BPTT gradients for a random output gradient; without `inputs`, the parameters'
+    alone, with the input and state not requiring gradients, as in a model's first layer (a
+    backward may take another path then)."""
     # Training mode: cuDNN computes RNN gradients only there; these cases have no dropout.
     run = Run(subject, case, dtype, "gradients", train=True)
-    outputs, leaves, stored = forward_for_gradients(run)
+    outputs, leaves, stored = forward_for_gradients(run, inputs)
     try:
         compare_forward(run, {name: to_numpy(t) for name, t in outputs.items()})
         imprecise = None
@@ -111,13 +113,14 @@ def check_gradients(subject, case, dtype: str) -> dict:
     return numbers
 
 
-def forward_for_gradients(run: Run) -> tuple[dict, dict, dict]:
-    """The run's forward outputs (tensors), computed from leaves that require grad: the outputs,
-    the leaves keyed as the kind's backward keys their gradients, and where each spec parameter
-    is stored (`spec_parameters`)."""
+def forward_for_gradients(run: Run, inputs: bool = True) -> tuple[dict, dict, dict]:
+    """The run's forward outputs (tensors), computed from leaves that require grad (with
+    `inputs`, the input and the given state; none without): the outputs, the leaves keyed as the
+    kind's backward keys their gradients, and where each spec parameter is stored
+    (`spec_parameters`)."""
     stored = spec_parameters(run.module, run.cfg, run.pmap)
     x, hx = run.tensors()
-    leaves = {"input": x, **(hx or {})}
+    leaves = {"input": x, **(hx or {})} if inputs else {}
     for leaf in leaves.values():
         leaf.requires_grad_(True)
     return observe_tensors(run, x, hx), leaves, stored
@@ -141,6 +144,13 @@ def gradients(run: Run, outputs: dict, leaves: dict, stored: dict) -> tuple[dict
 def backward(run: Run, outputs: dict, grad_out: dict, leaves: dict, stored: dict) -> dict:
     """The implementation's gradients of sum(outputs * grad_out) w.r.t. the leaves and every
     spec parameter (cut from the registered parameter storing it), in float64."""
+    frozen = [(name, piece.key) for name, parts in stored.items() for owner, _, piece in parts
+              if not owner.requires_grad]
+    if frozen:  # autograd refuses the whole call for one: say which
+        name, key = frozen[0]
+        held = "" if key == name else f" (holding {name})"
+        raise Finding(f"{key}{held} does not require grad: frozen where torch.nn trains it",
+                      parameter=name)
     owners = list({id(owner): owner for parts in stored.values() for owner, _, _ in parts}.values())
     wrt = [*leaves.values(), *owners]
     try:

@@ -1,6 +1,7 @@
 """Comparing arrays with a `Tolerance` from the spec, NaN-safe, with the numbers a report needs."""
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -69,13 +70,21 @@ def sample(name: str, actual, expected, tol: Tolerance) -> dict:
 
 def agree(observed: dict, expected: dict, tol: Tolerance) -> bool:
     """Whether every array both sides have agrees within `tol` (shapes must match too)."""
+    return distance(observed, expected, tol) <= 1.0
+
+
+def distance(observed: dict, expected: dict, tol: Tolerance) -> float:
+    """The worst `excess` over the arrays both sides have: inf where their shapes differ, 0 when
+    they have none in common."""
+    worst = 0.0
     for name, want in expected.items():
         got = observed.get(name)
         if got is None or want is None:
             continue
-        if np.shape(got) != np.shape(want) or not excess(got, want, tol) <= 1.0:
-            return False
-    return True
+        if np.shape(got) != np.shape(want):
+            return math.inf
+        worst = max(worst, excess(got, want, tol))
+    return worst
 
 
 def summary(name: str, numbers: dict, what: str = "the reference") -> str:

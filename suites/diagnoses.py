@@ -127,23 +127,33 @@ def _zero_state(run, dtype: str | None = None) -> dict:
 
 
 def _default_dtype_runs(run, observed) -> bool:
-    """Whether forward with the state omitted failed (`observed` None) in a dtype other than
-    torch's default, where in the default dtype the same module answers the same with the state
-    omitted as with explicit zeros (a zero state that is float64, or shaped wrong, differs
-    there too)."""
+    """Whether forward, wrong (`observed` None) in a dtype other than torch's default, answers
+    otherwise with the state omitted than with explicit zeros there, while in the default dtype
+    it answers the same with either (a zero state that is float64, or shaped wrong, differs
+    there too). A forward wrong with either state in the run's dtype is wrong for another cause."""
     default = str(torch.get_default_dtype()).removeprefix("torch.")
     if observed is not None or run.dtype == default:
         return False
+    return (_omitted_state_differs(run, run.dtype) is True
+            and _omitted_state_differs(run, default) is False)
+
+
+def _omitted_state_differs(run, dtype: str) -> bool | None:
+    """Whether forward in `dtype`, given the run's parameters and input, answers otherwise (or
+    raises) with the state omitted than with explicit zeros; None when it raises with zeros."""
+    module = run.module if dtype == run.dtype else run.subject.build(run.cfg, dtype, run.params)
+    x = run.subject.tensor(run.x64, dtype)
     try:
-        module = run.subject.build(run.cfg, default, run.params)
-        x = run.subject.tensor(run.x64, default)
-        omitted = run.subject_call(x, None, module, run.cfg)
-        zeros = run.subject_call(x, _zero_state(run, default), module, run.cfg)
+        zeros = run.subject_call(x, _zero_state(run, dtype), module, run.cfg)
     except Finding:
-        return False
+        return None
+    try:
+        omitted = run.subject_call(x, None, module, run.cfg)
+    except Finding:
+        return True
     got, want = list(_tensors(omitted)), list(_tensors(zeros))
-    return len(got) == len(want) > 0 and all(
-        a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b) for a, b in zip(got, want))
+    return not (len(got) == len(want) > 0 and all(
+        a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b) for a, b in zip(got, want)))
 
 
 def _tensors(value):
@@ -168,7 +178,7 @@ def _training_changes_output(run, observed, expected, tol) -> str | None:
         return None
     finally:
         run.module.train()
-    return "dropout_wrong_scale" if agree(in_eval, expected, tol) else None
+    return "changes_in_training" if agree(in_eval, expected, tol) else None
 
 
 def _state_first(run, observed, expected, tol) -> str | None:

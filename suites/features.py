@@ -62,11 +62,18 @@ def refusal(error: BaseException | None, kind: str, cfg) -> bool:
     if frame is None:
         return False
     line = linecache.getline(frame.tb_frame.f_code.co_filename, frame.tb_lineno)
+    return any(re.search(rf"\b{name}\b", line) for name in _asked_arguments(kind, cfg))
+
+
+def _asked_arguments(kind: str, cfg) -> list[str]:
+    """The constructor arguments `cfg` sets otherwise than torch.nn's default (none for a kind
+    without torch.nn's signature)."""
+    if kind not in SIGNATURES:
+        return []
     defaults = torch_signature(kind).parameters
-    asked = [name for name, value in cfg.constructor_kwargs().items() if name in defaults
-             and defaults[name].default is not defaults[name].empty  # the sizes have none
-             and value != defaults[name].default]
-    return any(re.search(rf"\b{name}\b", line) for name in asked)
+    return [name for name, value in cfg.constructor_kwargs().items() if name in defaults
+            and defaults[name].default is not defaults[name].empty  # the sizes have none
+            and value != defaults[name].default]
 
 
 def device_type(device: str) -> str:
@@ -120,4 +127,12 @@ def case_missing_features(subject: Subject, case, dtype: str, backward: bool,
                and source(subject, f) == "observed"]
     if refused and not refused_configuration(subject, case.config):
         missing = [f for f in missing if f not in refused]  # this configuration it builds
+    # An argument the case sets, of a feature the implementation lacks, that the constructor
+    # refuses, is that feature missing where the case does not need it too (dropout with one
+    # layer, which torch.nn takes and does nothing with): the refusal says nothing of the function.
+    lacking = [ARGUMENT_FEATURES[name] for name in _asked_arguments(subject.kind, case.config)
+               if name in ARGUMENT_FEATURES and ARGUMENT_FEATURES[name] in reasons
+               and ARGUMENT_FEATURES[name] not in missing]
+    if lacking and refused_configuration(subject, case.config):
+        missing += lacking
     return {feature: reasons[feature] for feature in missing}

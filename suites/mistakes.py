@@ -1,8 +1,9 @@
 """The reference with a named mistake made on purpose: what a buggy implementation would compute.
 
 When an implementation's outputs differ from the reference, `match` recomputes the reference
-with each mistake in `CANDIDATES` (in order) and names the first whose outputs the implementation
-reproduces. Most mistakes are expressed by changing what is fed to `rnnbench.reference.forward`:
+with each mistake in `CANDIDATES` and names the one whose outputs the implementation reproduces
+(the nearest where several do within a low precision's tolerance, the first of equals). Most
+mistakes are expressed by changing what is fed to `rnnbench.reference.forward`:
 
 - parameters: gate blocks permuted (wrong gate order), each square block transposed (W^T), the
   GRU's z rows negated (sigmoid(-a) = 1 - sigmoid(a), so this *is* swapping z and 1-z), a bias
@@ -13,8 +14,9 @@ reproduces. Most mistakes are expressed by changing what is fed to `rnnbench.ref
 
 Mistakes in how layers and directions are wired (reverse direction not reversed, its h_n taken at
 the wrong end, h_n in direction-major order, upper layers fed the raw input) run the reference
-one layer and direction at a time (`composed`). The two mistakes no parameter change can express,
-a missing nonlinearity and the Cho-2014 GRU, are small NumPy steps below. Nothing here imports or
+one layer and direction at a time (`composed`). The mistakes no parameter change can express, a
+missing nonlinearity, the Cho-2014 GRU and the GRU's b_hn added outside the reset product (as
+when its two biases are summed into one), are small NumPy steps below. Nothing here imports or
 calls the implementation under test.
 """
 from __future__ import annotations
@@ -27,7 +29,7 @@ import numpy as np
 from rnnbench import reference
 from rnnbench.reference import Config, io_shapes
 from rnnbench.reference.numerics import flatten_outputs, nest_state, output_names, state_names
-from rnnbench.suites.compare import agree
+from rnnbench.suites.compare import agree, distance
 from rnnbench.suites.layers import (HIDDEN_BIAS, HIDDEN_WEIGHT, INPUT_BIAS, INPUT_WEIGHT,
                                     batched_states, blocks, gate_stacked, is_batched, layer_config,
                                     layer_params, time_major, user_layout)
@@ -145,6 +147,16 @@ def _cho_gru_step(cfg: Config, p: dict, x, state):
     r, z = _sigmoid(gi["r"] + gh["r"]), _sigmoid(gi["z"] + gh["z"])
     _, gh_reset = _gates(cfg, p, x, r * h)
     n = np.tanh(gi["n"] + gh_reset["n"])
+    return ((1.0 - z) * n + z * h,)
+
+
+def _outer_bhn_gru_step(cfg: Config, p: dict, x, state):
+    """n = tanh(W_in x + b_in + b_hn + r * (W_hn h)): b_hn outside the reset product."""
+    (h,) = state
+    gi, gh = _gates(cfg, p, x, h)
+    r, z = _sigmoid(gi["r"] + gh["r"]), _sigmoid(gi["z"] + gh["z"])
+    b_hn = np.split(p[HIDDEN_BIAS], len(cfg.gates))[cfg.gates.index("n")]
+    n = np.tanh(gi["n"] + b_hn + r * (gh["n"] - b_hn))
     return ((1.0 - z) * n + z * h,)
 
 
@@ -279,6 +291,11 @@ def _cho_reset(cfg, params, x, hx) -> Iterator[Pieces]:
         yield _stepped(cfg, params, x, hx, _cho_gru_step)
 
 
+def _bhn_outside_reset(cfg, params, x, hx) -> Iterator[Pieces]:
+    if cfg.family == "gru" and HIDDEN_BIAS in {blocks(cfg)[name] for name in params}:
+        yield _stepped(cfg, params, x, hx, _outer_bhn_gru_step)
+
+
 def _negated_z(cfg: Config, params: dict) -> dict:
     """The GRU's z rows negated: sigmoid(-a) = 1 - sigmoid(a), so z and 1-z trade places."""
     z = cfg.gates.index("z")
@@ -338,6 +355,7 @@ CANDIDATES: tuple[tuple[str, Callable[..., Iterator[Pieces]]], ...] = (
     ("lstm_tensorflow_gates", _forget_bias(TENSORFLOW_ORDER)),
     ("gru_gate_order", _gate_orders("gru")),
     ("gru_cho_reset", _cho_reset),
+    ("gru_bhn_outside_reset", _bhn_outside_reset),
     ("gru_swapped_z", _swapped_z),
     ("gru_cho_textbook", _cho_textbook),
     ("single_bias", _single_bias),
@@ -347,13 +365,18 @@ CANDIDATES: tuple[tuple[str, Callable[..., Iterator[Pieces]]], ...] = (
 
 def match(cfg: Config, params: dict, x: np.ndarray, hx: dict | None, observed: Pieces,
           expected: Pieces, tol) -> str | None:
-    """The first mistake whose outputs the implementation reproduces (and that differs from
-    the correct outputs at all, so a mistake that changes nothing here is never named)."""
+    """The mistake whose outputs the implementation reproduces (and that differs from the
+    correct outputs at all, so a mistake that changes nothing here is never named): where
+    several do within `tol`, the nearest, the first in CANDIDATES of equals."""
+    found, nearest = None, 1.0
     for diagnosis, candidates in CANDIDATES:
         for pieces in _safely(candidates(cfg, params, x, hx)):
-            if not agree(pieces, expected, tol) and agree(observed, pieces, tol):
-                return diagnosis
-    return None
+            if agree(pieces, expected, tol):
+                continue
+            far = distance(observed, pieces, tol)
+            if far < nearest or (far == nearest and found is None):
+                found, nearest = diagnosis, far
+    return found
 
 
 def _safely(candidates: Iterator[Pieces]) -> Iterator[Pieces]:

@@ -94,13 +94,12 @@ def learn_roles(cfg: Config, shapes: dict[str, tuple], linear: frozenset[str] = 
             raise MappingError(f"{same[0]} and {same[1]} differ only in a number or a direction "
                                "marker (fw/bw), read as layers and directions, on a module built "
                                "with one layer and one direction")
-    gates_found: dict[str, set] = {}
+    gates_found: dict[str, list] = {}
     for block, _ in roles.values():
-        base, _, gate = block.partition(":")
-        if gate:
-            gates_found.setdefault(base, set()).add(gate)
+        base, _, gates = block.partition(":")
+        gates_found.setdefault(base, []).extend(gates)
     for base, found in gates_found.items():
-        if found != set(cfg.gates):
+        if found and sorted(found) != sorted(cfg.gates):
             raise MappingError(f"the names give {base} for gates {', '.join(sorted(found))} only, of "
                                f"{', '.join(cfg.gates)} ({_listed(shapes)})")
     covered = {block.partition(":")[0] for block, _ in roles.values()}
@@ -188,6 +187,22 @@ def _gate(key: str, gates: tuple[str, ...]) -> str | None:
     return None
 
 
+def _gates_named(key: str, gates: tuple[str, ...]) -> str | None:
+    """The gate a per-gate parameter's name says, or the gates of a matrix holding some of them
+    stacked, in the name's order ("rz" in `linear_rz`: r's rows, then z's); None if it names
+    none. Two letters that read as a side's and a gate's (W_if) are that."""
+    single = _gate(key, gates)
+    if single:
+        return single
+    words = _name_words(key)
+    last = words[-1] if words else ""
+    if (1 < len(last) < len(gates) and len(set(last)) == len(last)
+            and all(letter in gates for letter in last)
+            and not (len(last) == 2 and last[0] in "xih")):
+        return last
+    return None
+
+
 def _side_letter(key: str) -> str | None:
     """"input" or "hidden" where a per-gate name puts the side's letter before the gate's:
     b_i_f / b_h_f, b_if / b_hf (x for the input too)."""
@@ -205,23 +220,32 @@ def _per_gate(cfg: Config, shapes: dict[str, tuple], roles: dict) -> None:
     hidden, inputs, width = cfg.hidden_size, cfg.input_size, cfg.output_size
     weights = {name: shape for name, shape in shapes.items() if len(shape) == 2}
     for name, shape in weights.items():
-        side = {(hidden, inputs): ("weight_ih", "plain"), (inputs, hidden): ("weight_ih", "T"),
-                (hidden, width): ("weight_hh", "?"), (hidden, inputs + width): ("combined", "plain"),
-                (inputs + width, hidden): ("combined", "T")}.get(tuple(shape))
-        gate = _gate(name, cfg.gates)
-        if side and gate:
-            roles[template(name)] = (f"{side[0]}:{gate}", side[1])
-    for name, shape in shapes.items():
-        if tuple(shape) != (hidden,) and not (tuple(shape) == (1, hidden) and _bias_named(name)):
+        gates = _gates_named(name, cfg.gates)
+        if not gates:
             continue
+        rows = len(gates) * hidden
+        sides = {(rows, inputs): ("weight_ih", "plain"), (inputs, rows): ("weight_ih", "T"),
+                 (rows, inputs + width): ("combined", "plain"),
+                 (inputs + width, rows): ("combined", "T"),
+                 # square for one gate: orientation settled with the module's other matrices
+                 (rows, width): ("weight_hh", "?" if rows == width else "plain")}
+        if rows != width:
+            sides[(width, rows)] = ("weight_hh", "T")
+        side = sides.get(tuple(shape))
+        if side:
+            roles[template(name)] = (f"{side[0]}:{gates}", side[1])
+    for name, shape in shapes.items():
         owner = roles.get(template(name.rsplit(".", 1)[0] + ".weight")) if name.endswith(".bias") else None
-        gate = owner[0].partition(":")[2] if owner else _gate(name, cfg.gates)
+        gates = owner[0].partition(":")[2] if owner else _gates_named(name, cfg.gates)
+        size = len(gates or "x") * hidden
+        if tuple(shape) != (size,) and not (tuple(shape) == (1, size) and _bias_named(name)):
+            continue
         side = (owner[0].partition(":")[0] if owner else
                 {"input": "weight_ih", "hidden": "weight_hh"}.get(
                     _side(name) or _side_letter(name), "weight_ih"))
-        if gate:
+        if gates:
             bias = "bias_hh" if side == "weight_hh" else "bias_ih"  # a matrix over [x, h]: input's
-            roles[template(name)] = (f"{bias}:{gate}", "row" if len(shape) == 2 else "plain")
+            roles[template(name)] = (f"{bias}:{gates}", "row" if len(shape) == 2 else "plain")
 
 
 def _settle_orientation(roles: dict) -> None:
@@ -323,8 +347,11 @@ def resolve(cfg: Config, shapes: dict[str, tuple], roles: dict[str, tuple[str, s
         else:
             pieces = {base: Piece(key, layout)}
         for name, piece in pieces.items():
-            if gate:  # one gate's piece: placed in gate order below
-                gated.setdefault(name + suffix, {})[gate] = piece
+            if gate:  # each gate's rows: placed in gate order below
+                rows = cfg.hidden_size
+                for index, letter in enumerate(gate):
+                    gated.setdefault(name + suffix, {})[letter] = piece if len(gate) == 1 else \
+                        replace(piece, rows=(index * rows, (index + 1) * rows))
             elif name + suffix in entries:
                 order = None if _torch_named(cfg, key) else reading.gate_order
                 entries[name + suffix] += _in_gate_order(cfg, piece, base, order)
@@ -372,8 +399,10 @@ def _units(cfg: Config, keys: list[str]) -> dict[str, tuple[int, int]]:
         return {key: (0, 0) for key in keys}
     units = {}
     for key in keys:
-        match = re.search(r"_l(\d+)(_reverse)?$", key)
-        if match:  # torch's suffix, in a direction's own submodule ("bwd.weight_ih_l0") too
+        # torch's suffix, in a direction's own submodule ("bwd.weight_ih_l0") too, and before a
+        # word of the module's own ("weight_hh_l0_raw", which a weight-dropping wrapper keeps)
+        match = re.search(r"_l(\d+)(_reverse)?(_[a-z]+)?$", key)
+        if match:
             reverse = match.group(2) or _REVERSE.search(key[:match.start()])
             units[key] = (int(match.group(1)), 1 if reverse else 0)
     rest = [key for key in keys if key not in units]

@@ -77,7 +77,17 @@ class Run:
         self.subject, self.case, self.dtype = subject, case, dtype
         rng = subject.rng(label, case.name)
         module = subject.build(cfg or case.config, dtype)
-        self.cfg, self.pmap = subject.layout(module, cfg or case.config)
+        try:
+            self.cfg, self.pmap = subject.layout(module, cfg or case.config)
+            unmatched = None
+        except Finding as finding:
+            unmatched = finding
+        if unmatched is not None:  # outside the handler, so a crash is not chained to it
+            if {"parameters_matched", "parameters_readable"} & set(unmatched.numbers):
+                crash = self._crash_unmatched(module, cfg or case.config, rng)
+                if crash is not None:
+                    raise crash
+            raise unmatched
         self.spec = kind_of(self.cfg)
         if isinstance(params, str):
             drawn, x, hx = draw_case(case, self.cfg, rng)
@@ -115,6 +125,21 @@ class Run:
         except Finding as crash:
             finding.message = f"{crash.message} (its own parameters: {finding.message})"
             finding.numbers.update(crash.numbers)
+
+    def _crash_unmatched(self, module, cfg, rng) -> Finding | None:
+        """What forward raises on the case's valid input with the module's own parameters, which
+        could not be matched to the spec's (None when it runs): a crash there fails whatever the
+        parameters are, so it is a finding of the function, not a reason it was not checked."""
+        x, hx = draw_inputs(self.case, cfg, rng)
+        dtype = str(next(module.parameters(), torch.empty(0)).dtype).removeprefix("torch.")
+        states = None if hx is None else {n: self.subject.tensor(v, dtype) for n, v in hx.items()}
+        try:
+            self.subject_call(self.subject.tensor(x, dtype), states, module, cfg)
+        except Finding as crash:
+            crash.message += (f" (with its own parameters, which could not be matched to "
+                              f"{self.subject.suite.contract})")
+            return crash
+        return None
 
     def rounded(self, array: np.ndarray) -> np.ndarray:
         """`array` rounded to the module's dtype, as float64."""

@@ -15,6 +15,7 @@ a module lack (`SuiteKind.optional_parameters`) is held at zero.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 import zlib
 from dataclasses import dataclass
@@ -189,6 +190,7 @@ class Subject:
             else:
                 pmap = self._inferred(cfg, shapes)
         except parammap.MappingError as exc:
+            self._raise_if_ignored(cfg, shapes)
             skipped = unreadable(module)
             if skipped:  # no map can help: the values forward uses are not in the state_dict
                 raise Finding(f"cannot match the module's parameters to {self.suite.contract}: "
@@ -217,6 +219,8 @@ class Subject:
                    and len(shape) == 1 for size in (shape[0], shape[0] // gates)}
         unplaced = [f"{key} {shape}" for key, shape in shapes.items() if key not in pmap.keys()
                     and (tuple(shape) in wanted or _column_of(shape) in columns)]
+        if lacking:
+            self._raise_if_ignored(cfg, shapes)
         if pmap.missing and unplaced:
             absent = lacking or pmap.missing
             raise Finding(f"no entry of the state_dict was found for {listed(absent)}; not "
@@ -226,6 +230,34 @@ class Subject:
             raise Finding(f"state_dict lacks {listed(lacking)}; it has {listed(list(shapes))}",
                           "param_names", parameter=lacking[0])
         return cfg, pmap
+
+    def _raise_if_ignored(self, cfg, shapes: dict[str, tuple]) -> None:
+        """Finding(layers_ignored) when the module built for `cfg` holds exactly the parameters
+        the constructor gives with one of its stacking arguments at the plain value (one layer,
+        one direction): the layers or directions asked for are not there, so no map can place
+        the spec's parameters and the function it computes is another one."""
+        ignored = []
+        for name, plain in STACKING.items():
+            asked = getattr(cfg, name, plain)
+            if asked == plain or not shapes:
+                continue
+            other = dataclasses.replace(cfg, **{name: plain},
+                                        **({"dropout": 0.0} if name == "num_layers" else {}))
+            try:
+                built = self.construct(other)
+            except Finding:
+                continue
+            if state_shapes(built) == shapes:
+                ignored.append((name, asked, plain))
+        if ignored:
+            raise Finding(f"{' and '.join(f'{n}={a}' for n, a, _ in ignored)} ignored: the module "
+                          "holds the parameters it holds with "
+                          f"{' and '.join(f'{n}={p}' for n, _, p in ignored)}", "layers_ignored")
+
+
+# The arguments that stack layers and directions, at the value that builds one of each: a module
+# that ignores them holds the same parameters at every value.
+STACKING = {"num_layers": 1, "bidirectional": False}
 
 
 def spec_state(module: torch.nn.Module, cfg, pmap: ParamMap) -> dict[str, torch.Tensor]:

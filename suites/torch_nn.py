@@ -343,7 +343,7 @@ def flatten_result(cfg: Config, result) -> dict[str, torch.Tensor]:
         return isinstance(value, (tuple, list)) and len(value) == 2
     lstm = cfg.family == "lstm"
     if cfg.is_cell:
-        parts = (tuple(result) if pair(result) else None) if lstm else (result,)
+        parts = (tuple(result) if pair(result) else None) if lstm else (_wrapped_h(result),)
     elif not pair(result):
         parts = None
     elif lstm:
@@ -357,6 +357,22 @@ def flatten_result(cfg: Config, result) -> dict[str, torch.Tensor]:
         raise Finding(f"forward returned {describe_structure(result)}, expected "
                       f"{_expected_structure(cfg)}", "output_not_stacked" if stepwise else None)
     return dict(zip(output_names(cfg), parts))
+
+
+def _wrapped_h(result):
+    """h from a one-output cell's return value: the tensor itself, or the one value of a tuple
+    or list holding it alone or several times over (`return h, h`, as a layer returns output and
+    state), which the `output-structure` check holds against the drop-in level; anything else as
+    it is."""
+    if (isinstance(result, (tuple, list)) and result
+            and all(isinstance(part, torch.Tensor) for part in result)
+            and all(part is result[0] or _same(part, result[0]) for part in result)):
+        return result[0]
+    return result
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b)
 
 
 def _expected_structure(cfg: Config) -> str:
@@ -601,6 +617,10 @@ def extra_checks(kind: str) -> tuple[dict, ...]:
                       table=dropout, applies=_has_dropout),
                  dict(name="dropout-train", category="dropout", function=check_dropout.check_train,
                       table=dropout)]
+    if kind in ("rnn_cell", "gru_cell"):
+        rows.append(dict(name="output-structure", category="construction",
+                         function=check_construction.check_output_structure, table=general,
+                         rows=1))
     return tuple(rows)
 
 

@@ -4,12 +4,14 @@ parameters found under other names and layouts."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
 from torch import nn
 
 from rnnbench.impls import Implementation
+from rnnbench.impls import load as load_target
 from rnnbench.impls.adapt import (Adapted, CannotConstruct, ObjectModule, UnsupportedArgument,
                                   adapt, changed_defaults, split_state)
 from rnnbench.reference import Config
@@ -569,9 +571,31 @@ class OneLayerWithTemperatureRNN(nn.RNN):
 
 
 def test_a_missing_layer_beside_a_key_no_parameter_could_be_is_a_finding():
-    with pytest.raises(Finding, match="state_dict lacks weight_ih_l1") as raised:
+    with pytest.raises(Finding, match="num_layers=2 ignored: the module holds the parameters it "
+                                      "holds with num_layers=1") as raised:
         roles_and_map("rnn", OneLayerWithTemperatureRNN, Config("rnn", 4, 7, num_layers=2))
+    assert raised.value.diagnosis == "layers_ignored"
     assert "parameters_matched" not in raised.value.numbers
+
+
+def test_a_matrix_named_for_some_gates_holds_their_rows_in_the_names_order():
+    cell = load_target(f"{Path(__file__).parent}/zoo/real_code.py:ResetUpdateLinearGRUCell", "gru_cell")
+    _, pmap = roles_and_map("gru_cell", cell.kinds["gru_cell"])
+    hidden = 7
+    for side in ("input", "hidden"):
+        name = "ih" if side == "input" else "hh"
+        assert pmap.entries[f"weight_{name}"] == (
+            Piece(f"{side}_rz.weight", rows=(0, hidden)),
+            Piece(f"{side}_rz.weight", rows=(hidden, 2 * hidden)), Piece(f"{side}_n.weight"))
+        assert pmap.entries[f"bias_{name}"] == (
+            Piece(f"{side}_rz.bias", rows=(0, hidden)),
+            Piece(f"{side}_rz.bias", rows=(hidden, 2 * hidden)), Piece(f"{side}_n.bias"))
+
+
+def test_two_letters_of_a_side_and_a_gate_are_not_read_as_two_gates():
+    assert param_roles._gates_named("W_if", ("i", "f", "g", "o")) == "f"
+    assert param_roles._gates_named("gates_fo.weight", ("i", "f", "g", "o")) == "fo"
+    assert param_roles._gates_named("W_rr", ("r", "z", "n")) is None  # a gate twice
 
 
 def test_the_b_of_a_bias_name_is_no_direction_marker():

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -245,6 +246,27 @@ class ClearsInput(nn.GRUCell):
         return h
 
 
+class FirstLayerGradientHalved(nn.LSTM):
+    """weight_ih_l0's gradient halved when the input needs none (MXNet's float64 CPU kernel
+    gets every lower layer's parameter gradients wrong in that call)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.input_needs_grad = True
+        self.weight_ih_l0.register_hook(lambda g: g if self.input_needs_grad else g / 2)
+
+    def forward(self, input, hx=None):
+        self.input_needs_grad = input.requires_grad
+        return super().forward(input, hx)
+
+
+class FrozenBias(nn.GRU):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.bias:
+            self.bias_hh_l0.requires_grad_(False)
+
+
 @pytest.mark.parametrize("constructor, kind, check, diagnosis", [
     (ExtraParameter, "rnn", "parameters", "param_names"),
     (ignores_dtype, "rnn", "dtype-device", None),
@@ -255,6 +277,8 @@ class ClearsInput(nn.GRUCell):
     (LinearCell, "rnn_cell", "forward", "missing_nonlinearity"),
     (GatesIFOG, "lstm_cell", "forward-float32", "lstm_gate_order"),
     (StuckRecurrentGradient, "gru", "gradients", None),
+    (FirstLayerGradientHalved, "lstm", "gradients-parameters", None),
+    (FrozenBias, "gru", "gradients", None),
     (IgnoresState, "lstm", "state", "h0_ignored"),
     (DropsOutputAlways, "gru", "dropout-eval", "dropout_in_eval"),
     (DropsOutputInTraining, "rnn", "dropout-train", "dropout_after_last_layer"),
@@ -267,6 +291,22 @@ def test_each_category_can_fail(constructor, kind, check, diagnosis):
     assert all(r.outcome in ("passed", "failed") for r in results), listing(results)
     if diagnosis:
         assert diagnoses(results) == {diagnosis}, listing(results)
+
+
+class PartlyZeroBiasGRU(nn.GRU):
+    """torch.nn's GRU with b_hh's r and z rows left at zero: the range still looks right."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        with torch.no_grad():
+            self.bias_hh_l0[:2 * self.hidden_size] = 0
+
+
+def test_an_init_partly_left_at_zero_is_said_to_be():
+    (result,) = [r for r in run(PartlyZeroBiasGRU, "gru", "init") if r.case == "single-layer"]
+    assert result.outcome == "failed" and result.numbers["parameter"] == "bias_hh_l0", result
+    zeros, of = re.search(r"(\d+) of (\d+) values exactly 0", result.message).groups()
+    assert 0.6 < int(zeros) / int(of) < 0.7, result.message  # two of the three gates
 
 
 def test_arguments_of_a_declared_missing_feature_are_not_held_against_it():
@@ -639,6 +679,14 @@ def test_messages_keep_the_chained_cause_and_drop_object_addresses():
     # a framework's message that opens with a rule of dashes says its first words instead
     assert one_line(TypeError("-" * 40 + "\n- Unsupported dtype: BFloat16\n")) == \
         "TypeError: - Unsupported dtype: BFloat16"
+    # one that holds a library's traceback, or TorchScript's, says its last line, the reason
+    assert one_line(RuntimeError("The following operation failed in the TorchScript interpreter."
+                                 "\nTraceback of TorchScript (most recent call last):\n  File "
+                                 "\"<string>\", line 3\nRuntimeError: batch sizes differ")) == \
+        "RuntimeError: batch sizes differ"
+    assert one_line(RuntimeError("Traceback (most recent call last):\n  File \"rnn-inl.h\", "
+                                 "line 873\nRuntimeError: No training support on CPU")) == \
+        "RuntimeError: No training support on CPU"
 
 
 def test_findings_come_by_check_then_by_the_case_they_are_first_met_on():
@@ -654,6 +702,21 @@ def test_findings_come_by_check_then_by_the_case_they_are_first_met_on():
                  for case in ("unbatched", "unbatched-h0-omitted", "unbatched-batch-first"))]
     assert [group.cause for group in group_failures(results)] == [
         "forward raised on batched input", "forward raised on unbatched input", "names differ"]
+
+
+def test_what_a_module_computes_on_batched_input_comes_before_its_unbatched_failures():
+    from rnnbench.findings import group_failures
+    from rnnbench.suites.results import CheckResult
+
+    def failed(check, case, message):
+        return CheckResult(f"{check}/{case}", check, "lstm", case, "failed", message)
+
+    results = [failed("shapes", "unbatched", "forward raised IndexError"),
+               failed("forward", "batched", "h differs"),
+               failed("forward", "unbatched", "h differs"),
+               failed("parameters", "single-layer", "names differ")]
+    assert [group.cause for group in group_failures(results)] == [
+        "h differs", "forward raised IndexError", "names differ"]
 
 
 def test_one_failure_in_several_dtypes_is_one_finding_whatever_torch_calls_the_dtype():

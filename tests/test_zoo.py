@@ -187,3 +187,19 @@ def test_defects_of_real_code_get_the_first_finding_and_verdict_a_person_expects
     assert sources == row.undeclared
     assert not [r for r in results if r.outcome == "error"], "every check ran to a verdict"
     assert all(cause_of(g.example) == g.cause for g in groups)
+
+
+def test_a_cell_returning_more_than_h_is_judged_on_that_alone():
+    results = run_checks(load(str(ROOT / f"{catalogue.REAL}:ReadoutRNNCell"), "rnn_cell"),
+                         kinds=["rnn_cell"], quick=True)
+    causes = [group.cause for group in group_failures(results)]
+    assert causes[0].startswith("forward returned a tuple (Tensor, Tensor)"), causes
+    assert "zero_state_default_dtype" not in causes and "wrapped_output" not in causes, causes
+
+
+def test_a_copy_whose_forward_reads_the_original_is_no_copy():
+    results = run_checks(load(str(ROOT / f"{catalogue.REAL}:WeightDropRNN"), "rnn"),
+                         kinds=["rnn"], checks="deepcopy/*")
+    (deepcopy,) = results
+    assert deepcopy.outcome == "failed", deepcopy
+    assert deepcopy.message.endswith("the copy still computes with the original's"), deepcopy

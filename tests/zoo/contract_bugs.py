@@ -39,3 +39,12 @@ class DtypeIgnored(RNN):
 class InvalidArgumentsAccepted(GRU):
     def check_options(self):
         pass
+
+
+class StackingIgnored(GRU):
+    def _setup(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True,
+               batch_first=False, dropout=0.0, bidirectional=False, proj_size=0, device=None,
+               dtype=None):
+        # num_layers and bidirectional taken, then dropped: one layer, one direction always
+        super()._setup(input_size, hidden_size, 1, nonlinearity, bias, batch_first, dropout,
+                       False, proj_size, device=device, dtype=dtype)

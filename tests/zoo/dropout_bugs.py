@@ -1,4 +1,4 @@
-"""Planted bugs in inter-layer dropout: each overrides `drop` or `final_output`."""
+"""Planted bugs in inter-layer dropout: each overrides `drop`, `final_output` or `weights`."""
 import torch
 from torch.nn import functional as F
 
@@ -25,3 +25,10 @@ class DropoutNotRescaled(LSTM):
 class DropoutRateAsKeep(RNN):
     def drop(self, x):
         return F.dropout(x, 1.0 - self.dropout, self.training)
+
+
+class WeightDropInTraining(LSTM):
+    def weights(self, layer, direction):
+        # DropConnect on W_hh at a rate of its own (AWD-LSTM's WeightDrop), whatever dropout says
+        found = super().weights(layer, direction)
+        return {**found, "weight_hh": F.dropout(found["weight_hh"], 0.5, self.training)}

@@ -17,7 +17,8 @@ catalogue.py (REAL_CODE).
   where a bidirectional stack gives them 2H, so the first finding is a parameter's shape.
 - `DynamicQuantizedLSTM`: torch's dynamically quantized LSTM, whose state_dict holds its packed
   weights as script objects, no tensors, and whose constructor passes **kwargs on to a base
-  without `proj_size`: its function is not checked, never called wrong.
+  without `proj_size`: its function is not checked where it runs, but built with bias=False its
+  forward raises ("quantized LSTM requires biases"), whatever its parameters are.
 - `ZeroPeepholeLSTMCell`: torch.nn's cell plus peepholes from the cell state into the input,
   forget and output gates, started at zero as many ports start them: another function that
   equals torch.nn's until the peepholes are trained, so they must be varied to be seen.
@@ -62,6 +63,20 @@ catalogue.py (REAL_CODE).
   second bias: torch.nn's function stored another way, which only its behaviour can tell.
 - `SplitStateLSTMCell`: torch.nn's cell behind forward(input, hx, cx), the state as two
   arguments, as many from-scratch cells take it.
+- `OutputAndHiddenRNNCell`: torch.nn's cell that returns (h, h), output and state, as a layer
+  returns them and as tutorials' cells often do: the right function behind another return
+  convention.
+- `ReadoutRNNCell`: a cell with a readout layer, returning (readout(h), h) as the char-RNN
+  tutorials' modules do: not the kind's function; its return value is what the finding says,
+  not the omitted state's dtype.
+- `NoDropoutRNN`: torch.nn's RNN whose constructor raises NotImplementedError for any dropout,
+  with one layer too, where torch.nn takes it and drops nothing: a feature it says it lacks.
+- `ResetUpdateLinearGRUCell`: torch.nn's GRU cell from four nn.Linear, the reset and update
+  gates stacked in the pair named `_rz`, the candidate's in the pair named `_n`: the names say
+  which gate's rows are where, so its function is judged.
+- `WeightDropRNN`: a weight-dropping wrapper's RNN (AWD-LSTM's WeightDrop, PyTorch-NLP's):
+  weight_hh_l{k} kept as weight_hh_l{k}_raw and forward patched onto the instance as a closure
+  over it, so a deepcopy still computes with the original's parameters (and pickle refuses it).
 """
 from __future__ import annotations
 
@@ -465,3 +480,67 @@ class StateFirstIfogLSTMCell(nn.Module):
 class SplitStateLSTMCell(nn.LSTMCell):
     def forward(self, input, hx, cx):
         return super().forward(input, (hx, cx))
+
+
+class OutputAndHiddenRNNCell(nn.RNNCell):
+    def forward(self, input, hx=None):
+        hidden = super().forward(input, hx)
+        return hidden, hidden  # as a layer returns (output, state)
+
+
+class ReadoutRNNCell(nn.RNNCell):
+    def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", device=None,
+                 dtype=None):
+        super().__init__(input_size, hidden_size, bias, nonlinearity, device, dtype)
+        self.readout = nn.Linear(hidden_size, hidden_size, device=device, dtype=dtype)
+
+    def forward(self, input, hx=None):
+        hidden = super().forward(input, hx)
+        return self.readout(hidden), hidden
+
+
+class NoDropoutRNN(nn.RNN):
+    def __init__(self, *args, dropout=0.0, **kwargs):
+        if dropout:
+            raise NotImplementedError("dropout is not implemented")
+        super().__init__(*args, **kwargs)
+
+
+class ResetUpdateLinearGRUCell(nn.Module):
+    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
+        super().__init__()
+        self.hidden_size = hidden_size
+        options = dict(bias=bias, device=device, dtype=dtype)
+        self.input_rz = nn.Linear(input_size, 2 * hidden_size, **options)
+        self.hidden_rz = nn.Linear(hidden_size, 2 * hidden_size, **options)
+        self.input_n = nn.Linear(input_size, hidden_size, **options)
+        self.hidden_n = nn.Linear(hidden_size, hidden_size, **options)
+        bound = 1 / math.sqrt(hidden_size)
+        with torch.no_grad():
+            for parameter in self.parameters():
+                parameter.uniform_(-bound, bound)
+
+    def forward(self, input, hx=None):
+        if hx is None:
+            hx = input.new_zeros(*input.shape[:-1], self.hidden_size)
+        r, z = torch.sigmoid(self.input_rz(input) + self.hidden_rz(hx)).chunk(2, -1)
+        n = torch.tanh(self.input_n(input) + r * self.hidden_n(hx))
+        return (1 - z) * n + z * hx
+
+
+class WeightDropRNN(nn.RNN):
+    def __init__(self, *args, weight_dropout=0.0, **kwargs):
+        super().__init__(*args, **kwargs)
+        names = [f"weight_hh_l{layer}" for layer in range(self.num_layers)]
+        for name in names:
+            raw = self._parameters.pop(name)
+            self.register_parameter(name + "_raw", raw)
+        plain_forward = self.forward
+
+        def forward(*args, **kwargs):
+            for name in names:
+                raw = getattr(self, name + "_raw")
+                setattr(self, name, nn.functional.dropout(raw, weight_dropout, self.training))
+            return plain_forward(*args, **kwargs)
+
+        self.forward = forward  # the instance's own forward, closing over `self`

@@ -176,6 +176,8 @@ def workload_from_dict(data: dict, defaults: dict | None = None) -> Workload:
         raise ValueError(f"metrics must be a non-empty list drawn from {', '.join(METRICS)}, "
                          f"got {metrics!r}")
     merged["metrics"] = tuple(metrics)
+    if "steps" not in data and not kind_of(merged["config"]).steps_matter:
+        merged.pop("steps", None)  # the file's default length is for its sequence kinds
     workload = Workload(**merged)
     problem = _problem(workload)
     if problem:
@@ -222,7 +224,8 @@ def _problem(w: Workload) -> str | None:
     if w.ragged and (w.kind not in RAGGED_KINDS or w.vocab or w.classes):
         return f"ragged applies to the kinds {', '.join(RAGGED_KINDS)}, without vocab or classes"
     if w.steps != 1 and not w.spec.steps_matter:
-        return f"steps applies to kinds that take a sequence; {w.kind} takes one step, got {w.steps}"
+        return (f"steps applies to kinds that take a sequence; {w.kind} takes one step, "
+                f"got {w.steps}")
     return None
 
 

@@ -130,7 +130,7 @@ UNBATCHED = "unbatched"
 # less fundamental than any in float64 or float32.
 _DTYPE_RANK = {"float32": 1, "bfloat16": 2, "float16": 2}
 # A constructor that raises makes every check fail the same way: that group comes first.
-_CANNOT_CONSTRUCT = re.compile(r"^the constructor raised")
+_CANNOT_CONSTRUCT = re.compile(r"^the constructor (raised|requires)")
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 # Words that differ between the same failure in several dtypes, or of several copy routes: a

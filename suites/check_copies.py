@@ -15,14 +15,16 @@ from rnnbench.suites.run import Run
 from rnnbench.suites.subject import call, draw_params, load
 
 COPIES = {"deepcopy": copy.deepcopy, "pickle": lambda module: pickle.loads(pickle.dumps(module))}
+# How each way's copy is called in a finding.
+COPY_WORDS = {"deepcopy": "a deep copy", "pickle": "a copy through pickle"}
 
 
 def check_copy(subject, case, how: str) -> dict:
     """A copy made with `how` (a key of COPIES) computes what the original does, and with
     parameters of its own what a fresh module given them does, leaving the original as it was."""
-    run = Run(subject, case, subject.suite.plain_dtype, how)
+    run, words = Run(subject, case, subject.suite.plain_dtype, how), COPY_WORDS[how]
     copied = call(how, COPIES[how], run.module)
-    same_outputs(run, copied, f"the output of a {how} copy")
+    same_outputs(run, copied, f"the output of {words}")
     before = run.run()
     others = draw_params(run.cfg, subject.rng(how, "others", case.name))
     load(copied, run.cfg, run.pmap, {name: subject.tensor(value, run.dtype)
@@ -32,13 +34,13 @@ def check_copy(subject, case, how: str) -> dict:
     wrong = first_mismatch(run.run(module=copied, cfg=run.cfg), run.run(module=fresh, cfg=run.cfg),
                            tol)
     if wrong is not None:
-        raise Finding(summary(f"the output of a {how} copy given other parameters ({wrong[0]})",
+        raise Finding(summary(f"the output of {words} given other parameters ({wrong[0]})",
                               wrong[1], "a fresh module's given them")
                       + ": the copy still computes with the original's", **wrong[1])
     wrong = first_mismatch(run.run(), before, tol)
     if wrong is not None:
         raise Finding(summary(f"the original's output ({wrong[0]})", wrong[1], "before")
-                      + f" once its {how} copy was given other parameters", **wrong[1])
+                      + f" once {words} of it was given other parameters", **wrong[1])
     return {}
 
 

@@ -14,8 +14,8 @@ output at each step and unit is then phi(u + BETA) with u = mask * scale * y0, w
 where kept. So:
 - a ratio that is neither 0 nor one common value: not an elementwise dropout of layer 0's output;
 - kept units not at exactly 1/(1-p): `dropout_wrong_scale`;
-- a dropped fraction inconsistent with p (binomial test at `statistics.ALPHA`): `dropout_wrong_scale`,
-  or with p = 0 any unit dropped: `changes_in_training`;
+- a dropped fraction inconsistent with p (binomial test at `statistics.ALPHA`):
+  `dropout_wrong_scale`, or with p = 0 any unit dropped: `changes_in_training`;
 - an output of exactly 0 (phi(BETA + u) is never 0): dropout after the last layer,
   `dropout_after_last_layer`; a one-layer module must not drop at all;
 - nothing dropped and nothing rescaled with p > 0: `dropout_not_applied`;
@@ -166,8 +166,8 @@ def _judge_ratios(p: float, ratio: np.ndarray) -> dict:
             raise Finding(f"kept units scaled by {common:.3g}, expected {expected}",
                           "dropout_wrong_scale", **numbers)
     if p == 0.0 and dropped.any():
-        raise Finding(f"dropped {numbers['dropped']:.3f} of units with p = 0", "changes_in_training",
-                      **numbers)
+        raise Finding(f"dropped {numbers['dropped']:.3f} of units with p = 0",
+                      "changes_in_training", **numbers)
     if p in (0.0, 1.0):  # nothing random to test
         return numbers
     numbers["p_value"] = rate_p_value(int(dropped.sum()), int(ratio.size), p)

@@ -20,7 +20,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from rnnbench.suites.compare import COARSER, require_gradients_close, require_outputs_close
+from rnnbench.suites.compare import (COARSER, first_mismatch, require_gradients_close,
+                                     require_outputs_close, summary)
 from rnnbench.suites.results import Finding
 from rnnbench.suites.run import Run
 from rnnbench.suites.subject import call, spec_grad, spec_parameters, to_numpy
@@ -31,9 +32,25 @@ def check_forward(subject, case, dtype: str) -> dict:
     """Outputs and final states equal the reference's within the policy tolerance, whatever
     values the module's parameters outside the spec's hold."""
     run = Run(subject, case, dtype, "forward")
-    numbers = compare_forward(run, observe(run))
+    try:
+        observed = observe(run)
+    except Finding as misshapen:
+        require_conforming_close(run, misshapen)
+        raise
+    numbers = compare_forward(run, observed)
     require_no_other_parameters(run)
     return numbers
+
+
+def require_conforming_close(run: Run, misshapen: Finding) -> None:
+    """The well-formed outputs of a forward whose return is misshapen in part (h_n without its
+    layer axis) equal the reference's; else that is the finding, the misshapen part behind it:
+    wrong values are not hidden behind a wrong shape."""
+    observed = {name: to_numpy(value) for name, value in misshapen.conforming.items()}
+    wrong = first_mismatch(observed, run.expected(), run.tolerance()) if observed else None
+    if wrong is not None:
+        name, numbers = wrong
+        raise Finding(f"{summary(name, numbers)} (and {misshapen.message})", **numbers) from None
 
 
 def require_no_other_parameters(run: Run) -> None:

@@ -130,9 +130,9 @@ def case_missing_features(subject: Subject, case, dtype: str, backward: bool,
     # An argument the case sets, of a feature the implementation lacks, that the constructor
     # refuses, is that feature missing where the case does not need it too (dropout with one
     # layer, which torch.nn takes and does nothing with): the refusal says nothing of the function.
-    lacking = [ARGUMENT_FEATURES[name] for name in _asked_arguments(subject.kind, case.config)
-               if name in ARGUMENT_FEATURES and ARGUMENT_FEATURES[name] in reasons
-               and ARGUMENT_FEATURES[name] not in missing]
-    if lacking and refused_configuration(subject, case.config):
-        missing += lacking
+    arguments = [ARGUMENT_FEATURES[name] for name in _asked_arguments(subject.kind, case.config)
+                 if name in ARGUMENT_FEATURES and ARGUMENT_FEATURES[name] not in missing]
+    if arguments and refused_configuration(subject, case.config):
+        reasons = {**unsupported(subject, tuple(arguments) if probe else ()), **reasons}
+        missing += [feature for feature in arguments if feature in reasons]
     return {feature: reasons[feature] for feature in missing}

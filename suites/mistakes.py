@@ -2,8 +2,8 @@
 
 When an implementation's outputs differ from the reference, `match` recomputes the reference
 with each mistake in `CANDIDATES` and names the one whose outputs the implementation reproduces
-(the nearest where several do within a low precision's tolerance, the first of equals). Most
-mistakes are expressed by changing what is fed to `rnnbench.reference.forward`:
+(the nearest where several do within a low precision's tolerance; none where two are equally
+near). Most mistakes are expressed by changing what is fed to `rnnbench.reference.forward`:
 
 - parameters: gate blocks permuted (wrong gate order), each square block transposed (W^T), the
   GRU's z rows negated (sigmoid(-a) = 1 - sigmoid(a), so this *is* swapping z and 1-z), a bias
@@ -367,16 +367,20 @@ def match(cfg: Config, params: dict, x: np.ndarray, hx: dict | None, observed: P
           expected: Pieces, tol) -> str | None:
     """The mistake whose outputs the implementation reproduces (and that differs from the
     correct outputs at all, so a mistake that changes nothing here is never named): where
-    several do within `tol`, the nearest, the first in CANDIDATES of equals."""
-    found, nearest = None, 1.0
+    several do within `tol`, the nearest. None where two mistakes are equally near: this case
+    cannot tell them apart (with a zero state, the Cho GRU's reset and a b_hn outside it give the
+    same outputs), and another case names the one it is."""
+    found, nearest = set(), 1.0
     for diagnosis, candidates in CANDIDATES:
         for pieces in _safely(candidates(cfg, params, x, hx)):
             if agree(pieces, expected, tol):
                 continue
             far = distance(observed, pieces, tol)
-            if far < nearest or (far == nearest and found is None):
-                found, nearest = diagnosis, far
-    return found
+            if far < nearest:
+                found, nearest = {diagnosis}, far
+            elif far == nearest:
+                found.add(diagnosis)
+    return next(iter(found)) if len(found) == 1 else None
 
 
 def _safely(candidates: Iterator[Pieces]) -> Iterator[Pieces]:

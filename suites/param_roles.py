@@ -100,8 +100,9 @@ def learn_roles(cfg: Config, shapes: dict[str, tuple], linear: frozenset[str] = 
         gates_found.setdefault(base, []).extend(gates)
     for base, found in gates_found.items():
         if found and sorted(found) != sorted(cfg.gates):
-            raise MappingError(f"the names give {base} for gates {', '.join(sorted(found))} only, of "
-                               f"{', '.join(cfg.gates)} ({_listed(shapes)})")
+            what = "a matrix over [x, h]" if base == "combined" else base
+            raise MappingError(f"the names give {what} for gates {', '.join(sorted(found))} only, "
+                               f"of {', '.join(cfg.gates)} ({_listed(shapes)})")
     covered = {block.partition(":")[0] for block, _ in roles.values()}
     if "combined" in covered:
         covered |= {"weight_ih", "weight_hh"}
@@ -126,10 +127,11 @@ def _bias_named(key: str) -> bool:
 
 def _side(key: str) -> str | None:
     """"input" or "hidden" where the key's name says so, else None. The name is the key's last
-    part (an nn.Linear's `weight`/`bias` speak for the submodule), with or without a leading
-    "W_"/"b_"; an alias matches it whole or as its start, digits as a template writes them
-    ("x2h" as "x#h")."""
-    parts = [p for p in key.lower().split(".") if p not in ("weight", "bias")]
+    part that is not a list's index ("bias_ih.0" of a ParameterList; an nn.Linear's
+    `weight`/`bias` speak for the submodule), with or without a leading "W_"/"b_"; an alias
+    matches it whole or as its start, digits as a template writes them ("x2h" as "x#h")."""
+    parts = [p for p in key.lower().split(".")
+             if p not in ("weight", "bias") and not re.fullmatch(r"[\d#]+", p)]
     full = _DIGITS.sub("#", parts[-1] if parts else "")
     names = {full, re.sub(r"^(w|b|weight|bias)_", "", full)}
     for side, aliases in _SIDES.items():
@@ -187,20 +189,17 @@ def _gate(key: str, gates: tuple[str, ...]) -> str | None:
     return None
 
 
-def _gates_named(key: str, gates: tuple[str, ...]) -> str | None:
-    """The gate a per-gate parameter's name says, or the gates of a matrix holding some of them
-    stacked, in the name's order ("rz" in `linear_rz`: r's rows, then z's); None if it names
-    none. Two letters that read as a side's and a gate's (W_if) are that."""
+def _gates_named(key: str, gates: tuple[str, ...]) -> list[str]:
+    """What a per-gate parameter's name may say, most likely first: the one gate it names
+    (W_ii, U_z, forget_gate), and the gates of a matrix holding some of them stacked, in the
+    name's order ("rz" in `linear_rz`: r's rows, then z's). The parameter's shape tells which
+    ("W_if": the forget gate's input side, or the i and f gates stacked)."""
     single = _gate(key, gates)
-    if single:
-        return single
     words = _name_words(key)
     last = words[-1] if words else ""
-    if (1 < len(last) < len(gates) and len(set(last)) == len(last)
-            and all(letter in gates for letter in last)
-            and not (len(last) == 2 and last[0] in "xih")):
-        return last
-    return None
+    stacked = (1 < len(last) < len(gates) and len(set(last)) == len(last)
+               and all(letter in gates for letter in last))
+    return [reading for reading in (single, last if stacked else None) if reading]
 
 
 def _side_letter(key: str) -> str | None:
@@ -214,38 +213,43 @@ def _side_letter(key: str) -> str | None:
 
 def _per_gate(cfg: Config, shapes: dict[str, tuple], roles: dict) -> None:
     """Roles for a layout with one matrix (and bias) per gate and side, W_ii, W_hi, b_ii, ...,
-    or per gate over [x, h] (forget_gate = nn.Linear(input + hidden, hidden)): "weight_ih:<gate>",
-    "combined:<gate>" etc., concatenated in torch.nn's gate order by `resolve`. The side comes
-    from the shape (input != hidden on the probe), the gate from the name."""
+    or per gate over [x, h] (forget_gate = nn.Linear(input + hidden, hidden)), or per group of
+    gates the name spells (linear_rz): "weight_ih:<gates>", "combined:<gates>" etc., concatenated
+    in torch.nn's gate order by `resolve`. The side comes from the shape (input != hidden on the
+    probe), the gates from the name, read as the shape allows."""
     hidden, inputs, width = cfg.hidden_size, cfg.input_size, cfg.output_size
-    weights = {name: shape for name, shape in shapes.items() if len(shape) == 2}
-    for name, shape in weights.items():
-        gates = _gates_named(name, cfg.gates)
-        if not gates:
-            continue
-        rows = len(gates) * hidden
-        sides = {(rows, inputs): ("weight_ih", "plain"), (inputs, rows): ("weight_ih", "T"),
-                 (rows, inputs + width): ("combined", "plain"),
-                 (inputs + width, rows): ("combined", "T"),
-                 # square for one gate: orientation settled with the module's other matrices
-                 (rows, width): ("weight_hh", "?" if rows == width else "plain")}
-        if rows != width:
-            sides[(width, rows)] = ("weight_hh", "T")
-        side = sides.get(tuple(shape))
-        if side:
-            roles[template(name)] = (f"{side[0]}:{gates}", side[1])
+    for name, shape in shapes.items():
+        for gates in _gates_named(name, cfg.gates) if len(shape) == 2 else ():
+            side = _weight_side(tuple(shape), len(gates) * hidden, inputs, width)
+            if side:
+                roles[template(name)] = (f"{side[0]}:{gates}", side[1])
+                break
     for name, shape in shapes.items():
         owner = roles.get(template(name.rsplit(".", 1)[0] + ".weight")) if name.endswith(".bias") else None
-        gates = owner[0].partition(":")[2] if owner else _gates_named(name, cfg.gates)
-        size = len(gates or "x") * hidden
-        if tuple(shape) != (size,) and not (tuple(shape) == (1, size) and _bias_named(name)):
+        readings = [owner[0].partition(":")[2]] if owner else _gates_named(name, cfg.gates)
+        gates = next((g for g in readings if g and (
+            tuple(shape) == (len(g) * hidden,)
+            or (tuple(shape) == (1, len(g) * hidden) and _bias_named(name)))), None)
+        if not gates:
             continue
         side = (owner[0].partition(":")[0] if owner else
                 {"input": "weight_ih", "hidden": "weight_hh"}.get(
                     _side(name) or _side_letter(name), "weight_ih"))
-        if gates:
-            bias = "bias_hh" if side == "weight_hh" else "bias_ih"  # a matrix over [x, h]: input's
-            roles[template(name)] = (f"{bias}:{gates}", "row" if len(shape) == 2 else "plain")
+        bias = "bias_hh" if side == "weight_hh" else "bias_ih"  # a matrix over [x, h]: input's
+        roles[template(name)] = (f"{bias}:{gates}", "row" if len(shape) == 2 else "plain")
+
+
+def _weight_side(shape: tuple, rows: int, inputs: int, width: int) -> tuple[str, str] | None:
+    """(block, layout) of a matrix of some gates' `rows` by its shape: the input's, the hidden
+    state's or one over [x, h], plain or transposed; None for another shape."""
+    sides = {(rows, inputs): ("weight_ih", "plain"), (inputs, rows): ("weight_ih", "T"),
+             (rows, inputs + width): ("combined", "plain"),
+             (inputs + width, rows): ("combined", "T"),
+             # square for one gate: orientation settled with the module's other matrices
+             (rows, width): ("weight_hh", "?" if rows == width else "plain")}
+    if rows != width:
+        sides[(width, rows)] = ("weight_hh", "T")
+    return sides.get(shape)
 
 
 def _settle_orientation(roles: dict) -> None:
@@ -403,7 +407,8 @@ def _units(cfg: Config, keys: list[str]) -> dict[str, tuple[int, int]]:
         # word of the module's own ("weight_hh_l0_raw", which a weight-dropping wrapper keeps)
         match = re.search(r"_l(\d+)(_reverse)?(_[a-z]+)?$", key)
         if match:
-            reverse = match.group(2) or _REVERSE.search(key[:match.start()])
+            reverse = (match.group(2) or _REVERSE.search(key[:match.start()])
+                       or _REVERSE.search(match.group(3) or ""))
             units[key] = (int(match.group(1)), 1 if reverse else 0)
     rest = [key for key in keys if key not in units]
     if not rest:

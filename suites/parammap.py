@@ -147,7 +147,9 @@ def parse_user_map(text: str) -> dict[str, str]:
 
 def from_user(cfg, shapes: dict[str, tuple], user: dict[str, str]) -> ParamMap:
     """The map a user gave (module key -> spec name, `.T` for transposed), the module's
-    spec-named entries kept as they are; MappingError for a name the spec does not have."""
+    spec-named entries kept as they are (a spec name the map leaves out is its own key, or the
+    one key ending in "." + it, as `by_name` reads a nested module); MappingError for a name the
+    spec does not have."""
     spec = spec_shapes(cfg)
     entries: dict[str, list[Piece]] = {name: [] for name in spec}
     for key, name in user.items():
@@ -162,6 +164,8 @@ def from_user(cfg, shapes: dict[str, tuple], user: dict[str, str]) -> ParamMap:
             layout = "row"  # a (1, n) bias, as x @ W + b broadcasts it
         entries[name].append(Piece(key, layout))
     for name in spec:
-        if not entries[name] and name in shapes:
-            entries[name].append(Piece(name))
+        matches = ([key for key in shapes if key == name]
+                   or [key for key in shapes if key.endswith("." + name) and key not in user])
+        if not entries[name] and len(matches) == 1:
+            entries[name].append(Piece(matches[0]))
     return ParamMap({name: tuple(pieces) for name, pieces in entries.items()})

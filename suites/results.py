@@ -335,6 +335,8 @@ class Finding(Exception):
         self.message = message
         self.diagnosis = diagnosis
         self.numbers = numbers
+        # Of a forward whose return is misshapen in part: its well-formed outputs, by name.
+        self.conforming: dict = {}
 
 
 class NotSupported(Exception):

@@ -15,7 +15,7 @@ import torch
 
 from rnnbench.reference.kinds import kind_of
 from rnnbench.suites.results import Finding
-from rnnbench.suites.subject import (Subject, call, draw_params, load, params_of,
+from rnnbench.suites.subject import (Subject, call, draw_params, load, own_dtype, params_of,
                                      spec_parameters, to_numpy)
 
 # Inputs ~ N(INPUT_MEAN, 1): a nonzero mean keeps a missing bias or a sign error from averaging out.
@@ -83,9 +83,15 @@ class Run:
         except Finding as finding:
             unmatched = finding
         if unmatched is not None:  # outside the handler, so a crash is not chained to it
-            if {"parameters_matched", "parameters_readable"} & set(unmatched.numbers):
-                crash = self._crash_unmatched(module, cfg or case.config, rng)
+            # A forward that raises with the module's own values fails whatever they are: a
+            # finding of the function, not a reason it was not checked.
+            if (unmatched.numbers.get("parameters_matched") is False
+                    or unmatched.numbers.get("parameters_readable") is False):
+                crash = self._crash_with_own(module, cfg or case.config,
+                                             *draw_inputs(case, cfg or case.config, rng))
                 if crash is not None:
+                    crash.message += (" (with its own parameters, which could not be matched to "
+                                      f"{subject.suite.contract})")
                     raise crash
             raise unmatched
         self.spec = kind_of(self.cfg)
@@ -100,8 +106,13 @@ class Run:
         except Finding as finding:
             misshapen = finding
         if misshapen is not None:  # outside the handler, so the crash is not chained to it
-            if misshapen.diagnosis == "param_shapes":
-                self._crash_first(misshapen, x, hx)
+            # A module that cannot hold the spec's parameters is run with its own: when forward
+            # raises, that is what the finding says first, the misshapen parameter behind it.
+            crash = (self._crash_with_own(module, self.cfg, x, hx)
+                     if misshapen.diagnosis == "param_shapes" else None)
+            if crash is not None:
+                misshapen.message = f"{crash.message} (its own parameters: {misshapen.message})"
+                misshapen.numbers.update(crash.numbers)
             raise misshapen
         module.train(train)
         # Rounded to the module's dtype once, so the reference sees exactly what the module sees.
@@ -114,30 +125,14 @@ class Run:
              {name: self.subject.tensor(value, self.dtype) for name, value in params.items()})
         self.params = params_of(self.module, self.cfg, self.pmap)
 
-    def _crash_first(self, finding: Finding, x, hx) -> None:
-        """A module that cannot hold the spec's parameters is run with its own: when forward
-        raises, that is what the finding says first (where it raised, what it raised), with the
-        misshapen parameter behind it."""
-        dtype = str(next(self.module.parameters(), torch.empty(0)).dtype).removeprefix("torch.")
-        states = None if hx is None else {n: self.subject.tensor(v, dtype) for n, v in hx.items()}
-        try:
-            self.subject_call(self.subject.tensor(x, dtype), states)
-        except Finding as crash:
-            finding.message = f"{crash.message} (its own parameters: {finding.message})"
-            finding.numbers.update(crash.numbers)
-
-    def _crash_unmatched(self, module, cfg, rng) -> Finding | None:
-        """What forward raises on the case's valid input with the module's own parameters, which
-        could not be matched to the spec's (None when it runs): a crash there fails whatever the
-        parameters are, so it is a finding of the function, not a reason it was not checked."""
-        x, hx = draw_inputs(self.case, cfg, rng)
-        dtype = str(next(module.parameters(), torch.empty(0)).dtype).removeprefix("torch.")
+    def _crash_with_own(self, module, cfg, x, hx) -> Finding | None:
+        """What forward raises on input `x` (and state `hx`, float64 arrays) given in the dtype
+        the module's own values are in; None when it runs."""
+        dtype = own_dtype(module)
         states = None if hx is None else {n: self.subject.tensor(v, dtype) for n, v in hx.items()}
         try:
             self.subject_call(self.subject.tensor(x, dtype), states, module, cfg)
         except Finding as crash:
-            crash.message += (f" (with its own parameters, which could not be matched to "
-                              f"{self.subject.suite.contract})")
             return crash
         return None
 
@@ -207,18 +202,30 @@ class Run:
         batch, steps = (suite.sizes_of(cfg, x) if suite.sizes_of
                         else (self.case.batch, self.case.steps))
         shapes = spec.io_shapes(cfg, batch, steps)
-        for name, value in tensors.items():
-            if tuple(value.shape) != tuple(shapes[name]):
-                diagnosis = (suite.shape_diagnosis(cfg, batch, steps, name, tuple(value.shape))
-                             if suite.shape_diagnosis else None)
-                raise Finding(f"{name} has shape {tuple(value.shape)}, expected "
-                              f"{tuple(shapes[name])}", diagnosis)
-            if value.dtype != x.dtype:
-                raise Finding(f"{name} has dtype {value.dtype}, expected {x.dtype} (the input's)",
-                              "lower_precision" if _coarser(value.dtype, x.dtype) else None)
-            if value.device != x.device:
-                raise Finding(f"{name} is on {value.device}, expected {x.device} (the input's)")
+        found = {name: self._misshapen(cfg, name, value, x, shapes[name], batch, steps)
+                 for name, value in tensors.items()}
+        problems = [problem for problem in found.values() if problem is not None]
+        if problems:
+            problems[0].conforming = {name: tensors[name] for name, problem in found.items()
+                                      if problem is None}
+            raise problems[0]
         return tensors
+
+    def _misshapen(self, cfg, name: str, value: torch.Tensor, x: torch.Tensor, shape,
+                   batch, steps) -> Finding | None:
+        """What is wrong with output `name` of a forward on `x`: its shape, dtype or device."""
+        suite = self.subject.suite
+        if tuple(value.shape) != tuple(shape):
+            diagnosis = (suite.shape_diagnosis(cfg, batch, steps, name, tuple(value.shape))
+                         if suite.shape_diagnosis else None)
+            return Finding(f"{name} has shape {tuple(value.shape)}, expected {tuple(shape)}",
+                           diagnosis)
+        if value.dtype != x.dtype:
+            return Finding(f"{name} has dtype {value.dtype}, expected {x.dtype} (the input's)",
+                           "lower_precision" if _coarser(value.dtype, x.dtype) else None)
+        if value.device != x.device:
+            return Finding(f"{name} is on {value.device}, expected {x.device} (the input's)")
+        return None
 
 
 def _coarser(dtype: torch.dtype, than: torch.dtype) -> bool:

@@ -16,6 +16,7 @@ a module lack (`SuiteKind.optional_parameters`) is held at zero.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
 import zlib
 from dataclasses import dataclass
@@ -115,6 +116,7 @@ class Subject:
         except Finding as finding:
             if isinstance(finding.__cause__, CannotConstruct):
                 finding.numbers["constructed"] = False  # never ran: says nothing of the function
+                finding.message = str(finding.__cause__)  # rnnbench's refusal, not the code's
             raise
         if not isinstance(module, torch.nn.Module):
             raise Finding(f"the constructor returned {with_article(type(module).__name__)}, "
@@ -190,7 +192,7 @@ class Subject:
             else:
                 pmap = self._inferred(cfg, shapes)
         except parammap.MappingError as exc:
-            self._raise_if_ignored(cfg, shapes)
+            self._raise_if_ignored(module, cfg, shapes)
             skipped = unreadable(module)
             if skipped:  # no map can help: the values forward uses are not in the state_dict
                 raise Finding(f"cannot match the module's parameters to {self.suite.contract}: "
@@ -220,7 +222,7 @@ class Subject:
         unplaced = [f"{key} {shape}" for key, shape in shapes.items() if key not in pmap.keys()
                     and (tuple(shape) in wanted or _column_of(shape) in columns)]
         if lacking:
-            self._raise_if_ignored(cfg, shapes)
+            self._raise_if_ignored(module, cfg, shapes)
         if pmap.missing and unplaced:
             absent = lacking or pmap.missing
             raise Finding(f"no entry of the state_dict was found for {listed(absent)}; not "
@@ -231,11 +233,13 @@ class Subject:
                           "param_names", parameter=lacking[0])
         return cfg, pmap
 
-    def _raise_if_ignored(self, cfg, shapes: dict[str, tuple]) -> None:
-        """Finding(layers_ignored) when the module built for `cfg` holds exactly the parameters
+    def _raise_if_ignored(self, module: torch.nn.Module, cfg, shapes: dict[str, tuple]) -> None:
+        """Finding(layers_ignored) when `module`, built for `cfg`, holds exactly the parameters
         the constructor gives with one of its stacking arguments at the plain value (one layer,
-        one direction): the layers or directions asked for are not there, so no map can place
-        the spec's parameters and the function it computes is another one."""
+        one direction), and does not answer as built for `cfg`: the layers or directions asked
+        for are not there, so no map can place the spec's parameters and the function it
+        computes is another one. (One that answers in `cfg`'s shapes shares its parameters
+        between layers or directions, on purpose.)"""
         ignored = []
         for name, plain in STACKING.items():
             asked = getattr(cfg, name, plain)
@@ -249,15 +253,38 @@ class Subject:
                 continue
             if state_shapes(built) == shapes:
                 ignored.append((name, asked, plain))
-        if ignored:
+        if ignored and not self._answers_as_built(module, cfg):
             raise Finding(f"{' and '.join(f'{n}={a}' for n, a, _ in ignored)} ignored: the module "
                           "holds the parameters it holds with "
                           f"{' and '.join(f'{n}={p}' for n, _, p in ignored)}", "layers_ignored")
+
+    def _answers_as_built(self, module: torch.nn.Module, cfg) -> bool:
+        """Whether forward on a small batch returns every output in the shapes `cfg` gives them
+        (a layer per layer, a direction's half of the features per direction)."""
+        spec, flatten = kind_of(cfg), self.suite.flatten_result
+        shapes = spec.io_shapes(cfg, 2, 3)
+        x = self.tensor(np.zeros(shapes["input"]), own_dtype(module))
+        try:
+            returned = flatten(cfg, call("forward", module, x)) if flatten else {}
+        except Finding:
+            return False
+        return bool(returned) and all(tuple(value.shape) == tuple(shapes[name])
+                                      for name, value in returned.items())
 
 
 # The arguments that stack layers and directions, at the value that builds one of each: a module
 # that ignores them holds the same parameters at every value.
 STACKING = {"num_layers": 1, "bidirectional": False}
+
+
+def own_dtype(module: torch.nn.Module) -> str:
+    """The dtype a module's own values are in: its first floating parameter's, else buffer's
+    (float32 for a module with neither)."""
+    for tensor in itertools.chain(module.parameters(), module.buffers()):
+        name = str(tensor.dtype).removeprefix("torch.")
+        if name in TORCH_DTYPES:
+            return name
+    return "float32"
 
 
 def spec_state(module: torch.nn.Module, cfg, pmap: ParamMap) -> dict[str, torch.Tensor]:

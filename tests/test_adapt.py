@@ -179,6 +179,13 @@ def test_positional_only_and_renamed_constructors_work():
 def test_a_constructor_that_needs_more_than_torch_gives_says_what():
     with pytest.raises(CannotConstruct, match="requires `output_size`"):
         adapt("rnn", NeedsOutputSize)(3, 5)
+    from rnnbench.findings import group_failures
+    from rnnbench.suites import run_checks
+
+    groups = group_failures(run_checks(Implementation("t", {"rnn": NeedsOutputSize}), quick=True))
+    # rnnbench declined to build it: no "the constructor raised", and it comes first
+    assert groups[0].cause == "the constructor requires `output_size`, which torch.nn's RNN does " \
+                              "not take"
 
 
 def test_a_required_state_gets_zeros_and_omitting_it_is_not_supported():
@@ -570,6 +577,29 @@ class OneLayerWithTemperatureRNN(nn.RNN):
         self.temperature = nn.Parameter(torch.ones(()))
 
 
+class SharedDirectionsRNN(nn.Module):
+    """bidirectional=True runs its one RNN over the reversed sequence too: both directions there,
+    sharing their parameters on purpose."""
+
+    def __init__(self, input_size, hidden_size, num_layers=1, bidirectional=False):
+        super().__init__()
+        self.bidirectional = bidirectional
+        self.rnn = nn.RNN(input_size, hidden_size)
+
+    def forward(self, input, hx=None):
+        output, h_n = self.rnn(input)
+        if not self.bidirectional:
+            return output, h_n
+        back, h_back = self.rnn(input.flip(0))
+        return torch.cat([output, back.flip(0)], -1), torch.cat([h_n, h_back])
+
+
+def test_parameters_shared_on_purpose_are_not_an_ignored_argument():
+    with pytest.raises(Finding, match="state_dict lacks weight_ih_l0_reverse") as raised:
+        roles_and_map("rnn", SharedDirectionsRNN, Config("rnn", 4, 7, bidirectional=True))
+    assert raised.value.diagnosis != "layers_ignored"
+
+
 def test_a_missing_layer_beside_a_key_no_parameter_could_be_is_a_finding():
     with pytest.raises(Finding, match="num_layers=2 ignored: the module holds the parameters it "
                                       "holds with num_layers=1") as raised:
@@ -579,7 +609,8 @@ def test_a_missing_layer_beside_a_key_no_parameter_could_be_is_a_finding():
 
 
 def test_a_matrix_named_for_some_gates_holds_their_rows_in_the_names_order():
-    cell = load_target(f"{Path(__file__).parent}/zoo/real_code.py:ResetUpdateLinearGRUCell", "gru_cell")
+    cell = load_target(f"{Path(__file__).parent}/zoo/real_code.py:ResetUpdateLinearGRUCell",
+                       "gru_cell")
     _, pmap = roles_and_map("gru_cell", cell.kinds["gru_cell"])
     hidden = 7
     for side in ("input", "hidden"):
@@ -592,10 +623,17 @@ def test_a_matrix_named_for_some_gates_holds_their_rows_in_the_names_order():
             Piece(f"{side}_rz.bias", rows=(hidden, 2 * hidden)), Piece(f"{side}_n.bias"))
 
 
-def test_two_letters_of_a_side_and_a_gate_are_not_read_as_two_gates():
-    assert param_roles._gates_named("W_if", ("i", "f", "g", "o")) == "f"
-    assert param_roles._gates_named("gates_fo.weight", ("i", "f", "g", "o")) == "fo"
-    assert param_roles._gates_named("W_rr", ("r", "z", "n")) is None  # a gate twice
+def test_a_name_of_gate_letters_is_read_as_the_shape_allows():
+    lstm = ("i", "f", "g", "o")
+    # W_if: the forget gate's input side (one gate's rows), or the i and f gates (two gates')
+    assert param_roles._gates_named("W_if", lstm) == ["f", "if"]
+    assert param_roles._gates_named("gates_fo.weight", lstm) == ["fo"]
+    assert param_roles._gates_named("W_rr", ("r", "z", "n")) == []  # a gate twice
+    hidden, inputs = 5, 3
+    roles = {}
+    shapes = {"input_if.weight": (2 * hidden, inputs), "W_hf": (hidden, hidden)}
+    param_roles._per_gate(Config("lstm_cell", inputs, hidden), shapes, roles)
+    assert roles == {"input_if.weight": ("weight_ih:if", "plain"), "W_hf": ("weight_hh:f", "?")}
 
 
 def test_the_b_of_a_bias_name_is_no_direction_marker():
@@ -720,6 +758,27 @@ def test_a_user_map_wins_and_can_say_transposed():
     # a (1, n) bias is the vector x @ W + b broadcasts
     assert parammap.from_user(cfg, {"b": (1, 5)}, {"b": "bias_ih"}).entries["bias_ih"] == (
         Piece("b", "row"),)
+
+
+def test_a_word_after_torchs_layer_suffix_may_say_the_direction():
+    cfg = Config("rnn", 3, 5, num_layers=2, bidirectional=True)
+    keys = ["weight_ih_l0_fwd", "weight_ih_l0_bwd", "weight_hh_l1_raw", "weight_hh_l1_reverse",
+            "weight_ih_l1_backward", "weight_ih_l1_forward"]
+    assert param_roles._units(cfg, keys) == {
+        "weight_ih_l0_fwd": (0, 0), "weight_ih_l0_bwd": (0, 1), "weight_hh_l1_raw": (1, 0),
+        "weight_hh_l1_reverse": (1, 1), "weight_ih_l1_backward": (1, 1),
+        "weight_ih_l1_forward": (1, 0)}
+
+
+def test_a_partial_user_map_leaves_the_other_names_read_as_a_nested_module_is():
+    cfg = Config("rnn", 3, 5)
+    shapes = {"module.weight_ih_l0": (5, 3), "module.weight_hh_l0_raw": (5, 5),
+              "module.bias_ih_l0": (5,), "module.bias_hh_l0": (5,)}
+    pmap = parammap.from_user(cfg, shapes, {"module.weight_hh_l0_raw": "weight_hh_l0"})
+    assert pmap.entries == {"weight_ih_l0": (Piece("module.weight_ih_l0"),),
+                            "weight_hh_l0": (Piece("module.weight_hh_l0_raw"),),
+                            "bias_ih_l0": (Piece("module.bias_ih_l0"),),
+                            "bias_hh_l0": (Piece("module.bias_hh_l0"),)}
 
 
 class RowBiasGRUCell(nn.Module):

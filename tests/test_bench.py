@@ -204,6 +204,15 @@ def test_a_bad_workload_file_is_a_one_line_usage_error(tmp_path, content, messag
     assert str(path) in str(caught.value) and "\n" not in str(caught.value)
 
 
+def test_a_default_length_applies_to_the_sequence_workloads_of_a_file(tmp_path):
+    cell = {**TINY, "name": "tiny-cell", "config": {**TINY["config"], "kind": "rnn_cell"}}
+    del cell["steps"]
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps({"defaults": {"steps": 20}, "workloads": [
+        {k: v for k, v in TINY.items() if k != "steps"}, cell]}))
+    assert [w.steps for w in load_workloads(path=str(path))] == [20, 1]
+
+
 def test_a_missing_workload_file_is_a_usage_error(tmp_path):
     with pytest.raises(UsageError, match="no such workload file"):
         load_workloads(path=str(tmp_path / "absent.json"))

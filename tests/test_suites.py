@@ -196,6 +196,35 @@ class SqueezedState(nn.RNN):
         return output, h_n.squeeze(0)
 
 
+class SqueezedStateShiftedOutput(nn.RNN):
+    def forward(self, input, hx=None):
+        output, h_n = super().forward(input, hx)
+        return output + 0.1, h_n.squeeze(0)
+
+
+class ShallowDeepcopyRNNCell(nn.RNNCell):
+    def __deepcopy__(self, memo):
+        return self  # a "copy" that is the original, every parameter shared
+
+
+def test_a_copy_sharing_the_originals_parameters_is_no_copy():
+    (result,) = run(ShallowDeepcopyRNNCell, "rnn_cell", "deepcopy")
+    assert result.outcome == "failed", result
+    assert result.message.startswith("the original's output (h) differs from before"), result
+    assert result.message.endswith("once a deep copy of it was given other parameters"), result
+
+
+def test_wrong_values_are_not_hidden_behind_a_misshapen_final_state():
+    def forward_messages(constructor):
+        return {r.message for r in run(constructor, "rnn", "forward")
+                if r.case == "single-layer" and r.outcome == "failed"}
+
+    assert forward_messages(SqueezedState) == {"h_n has shape (4, 5), expected (1, 4, 5)"}
+    (message,) = forward_messages(SqueezedStateShiftedOutput)
+    assert message.startswith("output differs from the reference (max abs 1.0e-01"), message
+    assert message.endswith("(and h_n has shape (4, 5), expected (1, 4, 5))"), message
+
+
 class LinearCell(nn.RNNCell):
     def forward(self, input, hx=None):
         hx = input.new_zeros(input.shape[:-1] + (self.hidden_size,)) if hx is None else hx

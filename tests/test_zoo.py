@@ -203,3 +203,15 @@ def test_a_copy_whose_forward_reads_the_original_is_no_copy():
     (deepcopy,) = results
     assert deepcopy.outcome == "failed", deepcopy
     assert deepcopy.message.endswith("the copy still computes with the original's"), deepcopy
+
+
+def test_a_refused_argument_is_a_missing_feature_where_no_other_check_asked_for_it_first(
+        monkeypatch):
+    from rnnbench.suites import features
+
+    # what earlier tests asked of this module is forgotten, as in a process of its own
+    monkeypatch.setattr(features, "_PROBED", {})
+    monkeypatch.setattr(features, "_BUILT", {})
+    results = run_checks(load(str(ROOT / f"{catalogue.REAL}:NoDropoutRNN"), "rnn"),
+                         kinds=["rnn"], checks="dropout-*/dropout-single-layer")
+    assert results and {r.outcome for r in results} == {"not_supported"}, _listing(results)

@@ -7,6 +7,7 @@ native under 20 seeds (minutes; not part of the default run).
 """
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -214,6 +215,20 @@ def test_a_copy_sharing_the_originals_parameters_is_no_copy():
     assert result.outcome == "failed", result
     assert result.message.startswith("the original's output (h) differs from before"), result
     assert result.message.endswith("once a deep copy of it was given other parameters"), result
+
+
+class Float32Inside(nn.RNN):
+    """Computes in float32 whatever it is given; returns the output so, h_n cast back."""
+
+    def forward(self, input, hx=None):
+        inner = copy.deepcopy(self).float()
+        output, h_n = nn.RNN.forward(inner, input.float(), None if hx is None else hx.float())
+        return output, h_n.to(input.dtype)
+
+
+def test_outputs_beside_one_in_a_coarser_dtype_are_not_compared_as_if_right():
+    results = [r for r in run(Float32Inside, "rnn", "forward") if r.outcome == "failed"]
+    assert results and {r.diagnosis for r in results} == {"lower_precision"}, listing(results)
 
 
 def test_wrong_values_are_not_hidden_behind_a_misshapen_final_state():

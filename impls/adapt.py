@@ -260,13 +260,16 @@ def _is_plain_class(constructor) -> bool:
 
 
 def _forward_positional(constructor) -> list[inspect.Parameter] | None:
-    """The positional parameters of a class's forward (its __call__ for a plain class), self
-    left out; None where they are not known (a factory function, *args, no signature)."""
+    """The positional parameters of a class's forward (its __call__ for a plain class that has
+    one), self left out; None where they are not known (a factory function, *args, no
+    signature)."""
     if not isinstance(constructor, type):
         return None  # a factory function: its forward is not known before it runs
     # Read statically: a class's own attribute machinery (torch.jit.ScriptModule's, for one)
     # may run code, or raise, when an attribute is looked up on the class.
-    name = "forward" if issubclass(constructor, nn.Module) else "__call__"
+    plain_call = not issubclass(constructor, nn.Module) and any(
+        "__call__" in vars(klass) for klass in constructor.__mro__)  # its instances', not type's
+    name = "__call__" if plain_call else "forward"
     method = inspect.getattr_static(constructor, name, None)
     signature = _signature(method) if callable(method) else None
     if signature is None:
@@ -309,7 +312,9 @@ class ObjectModule(nn.Module):
     """A plain object that holds tensors, as an nn.Module: every tensor attribute that requires
     a gradient (or is a Parameter), alone or in a list, becomes a registered parameter under the
     attribute's name (the object's attribute is set to that same Parameter, so it computes with
-    what the module holds); nn.Module attributes become submodules. Calls go to the object."""
+    what the module holds); nn.Module attributes become submodules. Calls go to the object, or
+    to its `forward` where it has one and no `__call__` (a tutorial's class written like a
+    module's)."""
 
     def __init__(self, obj):
         super().__init__()
@@ -327,7 +332,9 @@ class ObjectModule(nn.Module):
                 self.add_module(name, nn.ParameterList(parameters))
 
     def forward(self, *args):
-        return self.wrapped[0](*args)
+        obj = self.wrapped[0]
+        return (obj if callable(obj) or not callable(getattr(obj, "forward", None))
+                else obj.forward)(*args)
 
     def extra_repr(self) -> str:
         return f"wrapping a {type(self.wrapped[0]).__name__}"

@@ -231,6 +231,25 @@ def test_a_plain_object_is_a_module_whose_parameters_it_computes_with():
     assert module.W_ih.grad is not None and module.W_ih.dtype == torch.float64
 
 
+class PlainForwardCell:
+    """A tutorial's cell, not an nn.Module, written like one: forward(x, h), no __call__."""
+
+    def __init__(self, input_size, hidden_size):
+        self.W_ih = torch.randn(hidden_size, input_size, requires_grad=True)
+        self.W_hh = torch.randn(hidden_size, hidden_size, requires_grad=True)
+
+    def forward(self, x, h):
+        return torch.tanh(x @ self.W_ih.T + h @ self.W_hh.T)
+
+
+def test_a_plain_object_with_forward_alone_is_called_through_it():
+    adapted = adapt("rnn_cell", PlainForwardCell)
+    assert "optional_state" in adapted.unsupported  # read off forward's signature
+    module = adapted(3, 5)
+    x = torch.randn(4, 3)
+    assert torch.equal(module(x), module.inner(x, torch.zeros(4, 5)))
+
+
 # --- parameter maps -----------------------------------------------------------------------------
 
 def roles_and_map(kind: str, constructor, cfg: Config | None = None):

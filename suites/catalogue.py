@@ -95,11 +95,14 @@ def _numeric_checks(suite: SuiteKind) -> list[Check]:
                             partial(check_gradients, dtype=dtype), suite.cases, applies=smooth,
                             dtype=dtype, backward=True, quick_rows=quick_rows, group="gradients"))
     # The parameters' gradients with no gradient asked of the input, as a first layer's backward
-    # runs: float64 only, and in the full list only (for compiled implementations another grad
-    # mode is another graph to build, as a half-precision dtype is).
+    # runs (a kernel may take another path then for every layer below the top one): float64
+    # only, the deepest case first, and that one alone in a --quick run (for compiled
+    # implementations another grad mode is another graph to build).
+    deepest_first = tuple(sorted(suite.cases,
+                                 key=lambda case: -getattr(case.config, "num_layers", 1)))
     checks.append(Check("gradients-parameters", "gradients",
-                        partial(check_gradients, dtype="float64", inputs=False), suite.cases,
-                        dtype="float64", backward=True, quick_rows=0, group="gradients"))
+                        partial(check_gradients, dtype="float64", inputs=False), deepest_first,
+                        dtype="float64", backward=True, quick_rows=1, group="gradients"))
     return checks
 
 

@@ -147,9 +147,9 @@ def parse_user_map(text: str) -> dict[str, str]:
 
 def from_user(cfg, shapes: dict[str, tuple], user: dict[str, str]) -> ParamMap:
     """The map a user gave (module key -> spec name, `.T` for transposed), the module's
-    spec-named entries kept as they are (a spec name the map leaves out is its own key, or the
-    one key ending in "." + it, as `by_name` reads a nested module); MappingError for a name the
-    spec does not have."""
+    spec-named entries kept as they are (a spec name the map leaves out is its own key, or that
+    name in a submodule the map's keys sit in: `module.` for `module.weight_hh_l0_raw`);
+    MappingError for a name the spec does not have."""
     spec = spec_shapes(cfg)
     entries: dict[str, list[Piece]] = {name: [] for name in spec}
     for key, name in user.items():
@@ -163,9 +163,11 @@ def from_user(cfg, shapes: dict[str, tuple], user: dict[str, str]) -> ParamMap:
         if layout == "plain" and len(spec[name]) == 1 and len(shapes[key]) == 2 and shapes[key][0] == 1:
             layout = "row"  # a (1, n) bias, as x @ W + b broadcasts it
         entries[name].append(Piece(key, layout))
+    # The submodules the map's own keys sit in: where the other names are looked for too.
+    owners = {key.rpartition(".")[0] + "." for key in user if "." in key}
     for name in spec:
-        matches = ([key for key in shapes if key == name]
-                   or [key for key in shapes if key.endswith("." + name) and key not in user])
+        matches = [key for key in shapes if key == name or (key not in user and any(
+            key == owner + name for owner in owners))]
         if not entries[name] and len(matches) == 1:
             entries[name].append(Piece(matches[0]))
     return ParamMap({name: tuple(pieces) for name, pieces in entries.items()})

@@ -259,17 +259,29 @@ class Subject:
                           f"{' and '.join(f'{n}={p}' for n, _, p in ignored)}", "layers_ignored")
 
     def _answers_as_built(self, module: torch.nn.Module, cfg) -> bool:
-        """Whether forward on a small batch returns every output in the shapes `cfg` gives them
-        (a layer per layer, a direction's half of the features per direction)."""
+        """Whether forward, given a random input and initial state, returns every output in the
+        shapes `cfg` gives them, with a final state of its own for each layer and direction:
+        each slice of it differs from the initial state's (not passed through) and from the
+        others (not one layer's repeated)."""
         spec, flatten = kind_of(cfg), self.suite.flatten_result
-        shapes = spec.io_shapes(cfg, 2, 3)
-        x = self.tensor(np.zeros(shapes["input"]), own_dtype(module))
+        shapes, names = spec.io_shapes(cfg, 2, 3), spec.state_names(cfg)
+        rng = np.random.default_rng(0)
+        x, *states = (self.tensor(rng.normal(size=shapes[name]), own_dtype(module))
+                      for name in ("input", *names))
+        state = None if not states else states[0] if len(states) == 1 else tuple(states)
         try:
-            returned = flatten(cfg, call("forward", module, x)) if flatten else {}
+            returned = flatten(cfg, call("forward", module, x, state)) if flatten else {}
         except Finding:
             return False
-        return bool(returned) and all(tuple(value.shape) == tuple(shapes[name])
-                                      for name, value in returned.items())
+        if not returned or any(tuple(value.shape) != tuple(shapes[name])
+                               for name, value in returned.items()):
+            return False
+        final = returned.get(spec.output_names(cfg)[1]) if states else None
+        if final is None:
+            return True
+        slices = list(final.detach())
+        return (all(not torch.equal(mine, given) for mine, given in zip(slices, states[0]))
+                and all(not torch.equal(a, b) for i, a in enumerate(slices) for b in slices[:i]))
 
 
 # The arguments that stack layers and directions, at the value that builds one of each: a module

@@ -798,6 +798,10 @@ def test_a_partial_user_map_leaves_the_other_names_read_as_a_nested_module_is():
                             "weight_hh_l0": (Piece("module.weight_hh_l0_raw"),),
                             "bias_ih_l0": (Piece("module.bias_ih_l0"),),
                             "bias_hh_l0": (Piece("module.bias_hh_l0"),)}
+    # another submodule's parameter of that name is not taken for one the map left out
+    beside = {"W_ih": (5, 3), "W_hh": (5, 5), "aux.weight_hh_l0": (5, 5)}
+    assert parammap.from_user(cfg, beside, {"W_ih": "weight_ih_l0"}).missing == [
+        "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"]
 
 
 class RowBiasGRUCell(nn.Module):

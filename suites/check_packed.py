@@ -26,7 +26,8 @@ from rnnbench.suites.check_numerics import backward
 from rnnbench.suites.compare import require_gradients_close, require_outputs_close
 from rnnbench.suites.diagnoses import diagnose_packed
 from rnnbench.suites.results import Finding
-from rnnbench.suites.run import Run, nest_state
+from rnnbench.suites.run import Run
+from rnnbench.suites.subject import nest_state
 from rnnbench.suites.subject import call, spec_parameters, to_numpy
 
 

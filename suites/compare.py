@@ -5,6 +5,7 @@ import math
 from collections.abc import Callable
 
 import numpy as np
+import torch
 
 from rnnbench.reference import Tolerance
 
@@ -85,6 +86,11 @@ def distance(observed: dict, expected: dict, tol: Tolerance) -> float:
             return math.inf
         worst = max(worst, excess(got, want, tol))
     return worst
+
+
+def identical(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors are the same values in the same shape and dtype."""
+    return a.shape == b.shape and a.dtype == b.dtype and bool(torch.equal(a, b))
 
 
 def summary(name: str, numbers: dict, what: str = "the reference") -> str:

@@ -27,7 +27,7 @@ from rnnbench.impls.adapt import StateAdapter
 from rnnbench.reference import io_shapes, param_shapes
 from rnnbench.reference.numerics import flatten_outputs, nest_state, state_names
 from rnnbench.suites import mistakes
-from rnnbench.suites.compare import COARSER, agree, excess
+from rnnbench.suites.compare import COARSER, agree, excess, identical
 from rnnbench.suites.layers import is_batched, time_major
 from rnnbench.suites.results import Finding
 from rnnbench.suites.subject import call, draw_params, params_of, to_numpy
@@ -152,8 +152,7 @@ def _omitted_state_differs(run, dtype: str) -> bool | None:
     except Finding:
         return True
     got, want = list(_tensors(omitted)), list(_tensors(zeros))
-    return not (len(got) == len(want) > 0 and all(
-        a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b) for a, b in zip(got, want)))
+    return not (len(got) == len(want) > 0 and all(map(identical, got, want)))
 
 
 def _tensors(value):

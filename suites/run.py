@@ -15,8 +15,8 @@ import torch
 
 from rnnbench.reference.kinds import kind_of
 from rnnbench.suites.results import Finding
-from rnnbench.suites.subject import (Subject, call, draw_params, load, own_dtype, params_of,
-                                     spec_parameters, to_numpy)
+from rnnbench.suites.subject import (Subject, call, draw_params, load, nest_state, own_dtype,
+                                     params_of, spec_parameters, to_numpy)
 
 # Inputs ~ N(INPUT_MEAN, 1): a nonzero mean keeps a missing bias or a sign error from averaging out.
 INPUT_MEAN = 0.5
@@ -31,15 +31,6 @@ def policy_dtype(dtype: str, device: str) -> str:
             torch.backends.cudnn.allow_tf32 or torch.backends.cuda.matmul.allow_tf32):
         return "tf32"
     return dtype
-
-
-def nest_state(cfg, named: dict | None):
-    """The state as forward takes it from values keyed by state name: None, one tensor, or a
-    tuple in the spec's state order."""
-    if named is None:
-        return None
-    values = tuple(named[name] for name in kind_of(cfg).state_names(cfg))
-    return values[0] if len(values) == 1 else values
 
 
 def draw_inputs(case, cfg, rng: np.random.Generator) -> tuple[np.ndarray, dict | None]:

@@ -268,7 +268,7 @@ class Subject:
         rng = np.random.default_rng(0)
         x, *states = (self.tensor(rng.normal(size=shapes[name]), own_dtype(module))
                       for name in ("input", *names))
-        state = None if not states else states[0] if len(states) == 1 else tuple(states)
+        state = nest_state(cfg, dict(zip(names, states)) if states else None)
         try:
             returned = flatten(cfg, call("forward", module, x, state)) if flatten else {}
         except Finding:
@@ -287,6 +287,15 @@ class Subject:
 # The arguments that stack layers and directions, at the value that builds one of each: a module
 # that ignores them holds the same parameters at every value.
 STACKING = {"num_layers": 1, "bidirectional": False}
+
+
+def nest_state(cfg, named: dict | None):
+    """The state as forward takes it from values keyed by state name: None, one tensor, or a
+    tuple in the spec's state order."""
+    if named is None:
+        return None
+    values = tuple(named[name] for name in kind_of(cfg).state_names(cfg))
+    return values[0] if len(values) == 1 else values
 
 
 def own_dtype(module: torch.nn.Module) -> str:

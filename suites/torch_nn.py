@@ -42,7 +42,7 @@ from rnnbench.suites import (check_construction, check_dropout, check_packed, ch
 from rnnbench.suites.cases import OMITTED, Case, PackedCase
 from rnnbench.suites.check_construction import InvalidArgument
 from rnnbench.suites.check_errors import INPUT_DTYPE, WRONG_INPUTS
-from rnnbench.suites.compare import SAMPLE_VALUES, first_mismatch
+from rnnbench.suites.compare import SAMPLE_VALUES, first_mismatch, identical
 from rnnbench.suites.diagnoses import diagnose, final_state_mismatch
 from rnnbench.suites.features import refused_configuration
 from rnnbench.suites.divergence import locate
@@ -366,13 +366,9 @@ def _wrapped_h(result):
     it is."""
     if (isinstance(result, (tuple, list)) and result
             and all(isinstance(part, torch.Tensor) for part in result)
-            and all(part is result[0] or _same(part, result[0]) for part in result)):
+            and all(part is result[0] or identical(part, result[0]) for part in result)):
         return result[0]
     return result
-
-
-def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b)
 
 
 def _expected_structure(cfg: Config) -> str:

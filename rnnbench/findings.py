@@ -40,8 +40,9 @@ DIAGNOSES: dict[str, str] = {
                    "one (h, c) tuple",
     "layers_ignored": "num_layers or bidirectional ignored: the module holds the parameters of "
                       "one layer, one direction, whatever it is asked for",
-    "wrapped_output": "forward returns h inside a tuple (or h twice), where torch.nn's cells "
-                      "return h alone",
+    "wrapped_output": "forward returns the state wrapped, in a tuple or as a layer returns "
+                      "output and state ((h, h), (h, (h, c))), where torch.nn's cells return h "
+                      "or (h, c) alone",
     "dropout_in_eval": "dropout active in eval mode",
     "dropout_after_last_layer": "dropout applied after the last layer",
     "dropout_wrong_scale": "dropout not scaled by 1/(1-p) (or wrong rate)",

@@ -81,18 +81,29 @@ def check_state_argument(subject, case) -> dict:
 
 
 def check_output_structure(subject, case) -> dict:
-    """A cell with one output returns h itself, not inside a tuple: the other checks take h out
-    of a tuple holding it alone or several times over (`rnnbench.suites.torch_nn.flatten_result`),
-    so this is the one that says code written for torch.nn gets the tuple."""
+    """A cell returns its state as torch.nn does, h itself or an LSTM's (h, c), not inside a
+    tuple or the output-and-state structure of a layer: the other checks read the state out of
+    those (`rnnbench.suites.torch_nn.flatten_result`), so this is the one that says code written
+    for torch.nn gets the wrapping."""
     run = Run(subject, case, subject.suite.plain_dtype, "output-structure")
     x, hx = run.tensors()
     result = run.subject_call(x, hx)
     run.unpack(run.cfg, x, result)  # a structure no check reads fails as it does everywhere
-    if not isinstance(result, torch.Tensor):
+    if not _torch_nn_structure(run.cfg, result):
+        expected = "(h, c)" if run.cfg.family == "lstm" else "h alone"
         raise Finding(f"forward returns {describe_structure(result)} where "
-                      f"{subject.suite.contract} cell returns h alone: code written for it gets "
-                      "the tuple", "wrapped_output")
+                      f"{subject.suite.contract} cell returns {expected}: code written for it "
+                      "gets the wrapping", "wrapped_output")
     return {}
+
+
+def _torch_nn_structure(cfg: Config, result) -> bool:
+    """Whether a cell's return value is torch.nn's own: h itself, or an LSTM's (h, c) tuple of
+    two tensors."""
+    if cfg.family != "lstm":
+        return isinstance(result, torch.Tensor)
+    return (isinstance(result, (tuple, list)) and len(result) == 2
+            and all(isinstance(part, torch.Tensor) for part in result))
 
 
 def _lacking(subject) -> dict[str, str]:

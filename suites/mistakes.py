@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from rnnbench import reference
-from rnnbench.reference import Config, io_shapes
+from rnnbench.reference import Config, io_shapes, param_shapes
 from rnnbench.reference.numerics import flatten_outputs, nest_state, output_names, state_names
 from rnnbench.suites.compare import agree, distance
 from rnnbench.suites.layers import (HIDDEN_BIAS, HIDDEN_WEIGHT, INPUT_BIAS, INPUT_WEIGHT,
@@ -269,10 +269,14 @@ TORCH_ORDER, TENSORFLOW_ORDER = (0, 1, 2, 3), (0, 2, 1, 3)
 def _forget_bias(order: tuple[int, ...]):
     """TensorFlow's forget_bias added to the forget gate, the gate blocks read in `order` (as
     `_gate_orders` permutes them): torch's, or TensorFlow's i, j, f, o for a port that kept
-    both. Configs without a bias are not tried: no parameter can carry the constant."""
+    both. Without biases the constant is carried by zero biases put in their place."""
     def candidates(cfg, params, x, hx) -> Iterator[Pieces]:
+        if cfg.family != "lstm":
+            return
+        if not cfg.bias:
+            cfg, params = _with_zero_biases(cfg, params)
         names = blocks(cfg)
-        if cfg.family != "lstm" or INPUT_BIAS not in {names[name] for name in params}:
+        if INPUT_BIAS not in {names[name] for name in params}:
             return
         forget = cfg.gates.index("f")
         def change(name, value):
@@ -284,6 +288,13 @@ def _forget_bias(order: tuple[int, ...]):
             return np.concatenate(parts)
         yield forward(cfg, _map_params(cfg, params, change), x, hx)
     return candidates
+
+
+def _with_zero_biases(cfg: Config, params: dict) -> tuple[Config, dict]:
+    """A config without biases as the same function with biases, each of them zero."""
+    biased = cfg.replace(bias=True)
+    return biased, {name: params.get(name, np.zeros(shape))
+                    for name, shape in param_shapes(biased).items()}
 
 
 def _cho_reset(cfg, params, x, hx) -> Iterator[Pieces]:

@@ -343,7 +343,7 @@ def flatten_result(cfg: Config, result) -> dict[str, torch.Tensor]:
         return isinstance(value, (tuple, list)) and len(value) == 2
     lstm = cfg.family == "lstm"
     if cfg.is_cell:
-        parts = (tuple(result) if pair(result) else None) if lstm else (_wrapped_h(result),)
+        parts = _cell_state(result, lstm)
     elif not pair(result):
         parts = None
     elif lstm:
@@ -359,16 +359,27 @@ def flatten_result(cfg: Config, result) -> dict[str, torch.Tensor]:
     return dict(zip(output_names(cfg), parts))
 
 
-def _wrapped_h(result):
-    """h from a one-output cell's return value: the tensor itself, or the one value of a tuple
-    or list holding it alone or several times over (`return h, h`, as a layer returns output and
-    state), which the `output-structure` check holds against the drop-in level; anything else as
-    it is."""
-    if (isinstance(result, (tuple, list)) and result
-            and all(isinstance(part, torch.Tensor) for part in result)
-            and all(part is result[0] or identical(part, result[0]) for part in result)):
-        return result[0]
-    return result
+def _cell_state(result, lstm: bool) -> tuple | None:
+    """A cell's state from its return value: h, or an LSTM's (h, c), as torch.nn returns it or
+    inside the structure a layer returns, output and state (`return h, h`; `return h, (h, c)`),
+    or alone in a tuple. The `output-structure` check holds such wrapping against the drop-in
+    level. None where the state cannot be read."""
+    def same(a, b):
+        return all(isinstance(t, torch.Tensor) for t in (a, b)) and (a is b or identical(a, b))
+
+    def pair(value):
+        return isinstance(value, (tuple, list)) and len(value) == 2
+    if isinstance(result, torch.Tensor):
+        return None if lstm else (result,)
+    if not isinstance(result, (tuple, list)) or not result:
+        return None
+    if not lstm:
+        return (result[0],) if all(same(part, result[0]) for part in result) else None
+    if len(result) == 1 and pair(result[0]):
+        return tuple(result[0])
+    if pair(result) and pair(result[1]) and same(result[0], result[1][0]):
+        return tuple(result[1])
+    return tuple(result) if pair(result) else None
 
 
 def _expected_structure(cfg: Config) -> str:
@@ -613,7 +624,7 @@ def extra_checks(kind: str) -> tuple[dict, ...]:
                       table=dropout, applies=_has_dropout),
                  dict(name="dropout-train", category="dropout", function=check_dropout.check_train,
                       table=dropout)]
-    if kind in ("rnn_cell", "gru_cell"):
+    if kind in CELL_KINDS:
         rows.append(dict(name="output-structure", category="construction",
                          function=check_construction.check_output_structure, table=general,
                          rows=1))

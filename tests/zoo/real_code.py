@@ -69,6 +69,10 @@ catalogue.py (REAL_CODE).
 - `ReadoutRNNCell`: a cell with a readout layer, returning (readout(h), h) as the char-RNN
   tutorials' modules do: not the kind's function; its return value is what the finding says,
   not the omitted state's dtype.
+- `OutputAndStateLSTMCell`: torch.nn's LSTM cell returning (h, (h, c)), output and state as an
+  LSTM layer returns them: the right function behind another return convention.
+- `ForgetBiasOutputAndStateLSTMCell`: the same return convention over a TensorFlow port's cell
+  that adds 1 to the forget gate in every step: the state is read out of the wrapping and judged.
 - `NoDropoutRNN`: torch.nn's RNN whose constructor raises NotImplementedError for any dropout,
   with one layer too, where torch.nn takes it and drops nothing: a feature it says it lacks.
 - `ResetUpdateLinearGRUCell`: torch.nn's GRU cell from four nn.Linear, the reset and update
@@ -497,6 +501,25 @@ class ReadoutRNNCell(nn.RNNCell):
     def forward(self, input, hx=None):
         hidden = super().forward(input, hx)
         return self.readout(hidden), hidden
+
+
+class OutputAndStateLSTMCell(nn.LSTMCell):
+    def forward(self, input, hx=None):
+        hidden, cell = super().forward(input, hx)
+        return hidden, (hidden, cell)  # as nn.LSTM returns (output, (h_n, c_n))
+
+
+class ForgetBiasOutputAndStateLSTMCell(nn.LSTMCell):
+    def forward(self, input, hx=None):
+        if hx is None:
+            hx = (input.new_zeros(*input.shape[:-1], self.hidden_size),) * 2
+        gates = input @ self.weight_ih.T + hx[0] @ self.weight_hh.T
+        if self.bias:
+            gates = gates + self.bias_ih + self.bias_hh
+        i, f, g, o = gates.chunk(4, -1)
+        cell = torch.sigmoid(f + 1.0) * hx[1] + torch.sigmoid(i) * torch.tanh(g)
+        hidden = torch.sigmoid(o) * torch.tanh(cell)
+        return hidden, (hidden, cell)
 
 
 class NoDropoutRNN(nn.RNN):

@@ -88,8 +88,9 @@ DIAGNOSES: dict[str, str] = {
                                 "(torch's, or another library's), not the input's",
     "wrong_exception_type": "wrong input rejected with an exception type torch.nn does not raise "
                             "(not ValueError, RuntimeError or TypeError)",
-    "lower_precision": "computed in lower precision than its dtype (float64 right to float32's "
-                       "accuracy only, float16 to bfloat16's)",
+    "lower_precision": "computed in lower precision than its dtype (right only to a coarser "
+                       "dtype's accuracy: float32's or bfloat16's in float64, bfloat16's in "
+                       "float32 or float16)",
     "dropout_with_one_layer": "dropout changes a one-layer module in training (torch.nn drops "
                               "only between layers)",
     "output_not_stacked": "the output sequence is returned as a list of steps, not one tensor",

@@ -20,7 +20,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from rnnbench.suites.compare import COARSER, require_gradients_close, require_outputs_close
+from rnnbench.suites.compare import (precision_reached, require_gradients_close,
+                                     require_outputs_close)
 from rnnbench.suites.results import Finding
 from rnnbench.suites.run import Run
 from rnnbench.suites.subject import call, spec_grad, spec_parameters, to_numpy
@@ -111,8 +112,9 @@ def check_gradients(subject, case, dtype: str, inputs: bool = True) -> dict:
     # Training mode: cuDNN computes RNN gradients only there; these cases have no dropout.
     run = Run(subject, case, dtype, "gradients", train=True)
     outputs, leaves, stored = forward_for_gradients(run, inputs)
+    forward = {name: to_numpy(t) for name, t in outputs.items()}
     try:
-        compare_forward(run, {name: to_numpy(t) for name, t in outputs.items()})
+        compare_forward(run, forward)
         imprecise = None
     except Finding as finding:
         if finding.diagnosis != "lower_precision":
@@ -122,7 +124,7 @@ def check_gradients(subject, case, dtype: str, inputs: bool = True) -> dict:
         imprecise = finding
     observed, expected, grad_out = gradients(run, outputs, leaves, stored)
     tol = (run.tolerance(gradient=True, grad_out=grad_out) if imprecise is None
-           else run.tolerance_as(COARSER[dtype], gradient=True))
+           else run.tolerance_as(precision_reached(run, forward, run.expected()), gradient=True))
     try:
         numbers = require_gradients_close(observed, expected, tol)
     except Finding as finding:

@@ -9,9 +9,18 @@ import torch
 
 from rnnbench.reference import Tolerance
 
-# A dtype -> the next coarser one computed inside it by mistake (float32 in a float64 module, a
-# bfloat16 matmul or state in a float16 module: same range, 3 fewer mantissa bits).
-COARSER = {"float64": "float32", "float16": "bfloat16"}
+# A dtype -> the coarser ones computed inside it by mistake or by design, finest first: float32
+# in a float64 module; bfloat16 in a float16 module (same range, 3 fewer mantissa bits) or in a
+# float32 one (as inference runtimes run float32 models on CPUs with bfloat16 arithmetic).
+COARSER = {"float64": ("float32", "bfloat16"), "float32": ("bfloat16",), "float16": ("bfloat16",)}
+
+
+def precision_reached(run, observed: dict, expected: dict) -> str | None:
+    """The finest dtype coarser than the run's (`COARSER`) to whose tolerance the observed
+    outputs agree with the reference: the precision a module right only to that accuracy
+    computes in. None where no coarser dtype's tolerance covers the difference."""
+    return next((dtype for dtype in COARSER.get(run.dtype, ())
+                 if agree(observed, expected, run.tolerance_as(dtype))), None)
 
 
 def excess(actual, expected, tol: Tolerance, axis=None):

@@ -27,7 +27,7 @@ from rnnbench.impls.adapt import StateAdapter
 from rnnbench.reference import io_shapes, param_shapes
 from rnnbench.reference.numerics import flatten_outputs, nest_state, state_names
 from rnnbench.suites import mistakes
-from rnnbench.suites.compare import COARSER, agree, excess, identical
+from rnnbench.suites.compare import agree, excess, identical, precision_reached
 from rnnbench.suites.layers import is_batched, time_major
 from rnnbench.suites.results import Finding
 from rnnbench.suites.subject import call, draw_params, params_of, to_numpy
@@ -48,10 +48,10 @@ def diagnose(run, observed: dict | None, message: str = "") -> str | None:
             return found
     if observed is None:
         return None
-    coarser = COARSER.get(run.dtype)
-    if coarser and agree(observed, expected, run.tolerance_as(coarser)):
-        return "lower_precision"  # right to the coarser dtype's accuracy, not to its own
+    # A known mistake first: a wrong function whose error a coarser dtype's looser tolerance
+    # happens to cover is that mistake, not imprecision.
     return (mistakes.match(run.cfg, run.params, run.x64, run.hx64, observed, expected, tol)
+            or ("lower_precision" if precision_reached(run, observed, expected) else None)
             or final_state_mismatch(run.cfg, observed, tol))
 
 

@@ -89,6 +89,15 @@ def test_half_precision_bug_is_caught_by_the_half_rows_only(row):
     assert all(r.outcome == "passed" for r in wider), _listing(wider)
 
 
+def test_a_wrong_function_is_its_mistake_in_half_precision_too_not_imprecision():
+    # A coarser dtype's tolerance covers the Cho GRU's difference in float16; the mistake that
+    # explains it within float16's own is the diagnosis.
+    results = run_checks(load(str(ROOT / f"{catalogue.ZOO}/math_bugs.py:GRUCho"), "gru"),
+                         kinds=["gru"], checks="forward-float16/*")
+    diagnoses = {r.diagnosis for r in results if r.outcome == "failed"}
+    assert "gru_cho_reset" in diagnoses and "lower_precision" not in diagnoses, _listing(results)
+
+
 # Cell kinds: the command's exit codes at the smallest plan (each call starts two processes).
 CELL_BUG = next(row for row in catalogue.PLANTED if row.kind.endswith("_cell"))
 

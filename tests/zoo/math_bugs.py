@@ -80,3 +80,13 @@ class LSTMGatesSplitBySize(LSTM):
     def split(self, gates):
         # lucid 2.x: chunks of size 4 instead of 4 chunks (right only when hidden_size == 4)
         return dict(zip(self.gate_order, gates.split(len(self.gate_order), dim=-1)))
+
+
+class LSTMStepsInBfloat16(LSTM):
+    """Every step computed in bfloat16 and cast back, whatever the module's dtype (as inference
+    runtimes run float32 models on CPUs with bfloat16 arithmetic)."""
+
+    def step(self, x, state, w):
+        low = lambda t: t.to(torch.bfloat16)  # noqa: E731
+        result = super().step(low(x), tuple(map(low, state)), {k: low(v) for k, v in w.items()})
+        return tuple(t.to(x.dtype) for t in result)

@@ -29,11 +29,12 @@ import functools
 import inspect
 import re
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 
 import numpy as np
 import torch
 from torch import nn
+from torch.nn.utils.rnn import PackedSequence
 
 from rnnbench.impls import signatures
 from rnnbench.reference import Config, io_shapes
@@ -100,6 +101,15 @@ def adapt(kind: str, constructor: Callable) -> Callable:
     """`constructor` itself when it needs no adaptation for `kind`, else an `Adapted` one."""
     if kind not in signatures.SIGNATURES:
         return constructor  # not a torch.nn kind: its own contract applies
+    if isinstance(constructor, Hashable):
+        return _adapted(kind, constructor)
+    return _adapted.__wrapped__(kind, constructor)
+
+
+@functools.cache
+def _adapted(kind: str, constructor: Callable) -> Callable:
+    # Once per constructor and kind: reading a factory's or a **kwargs constructor's signature
+    # builds it at small sizes, which every module built after must not repeat.
     adapted = Adapted(kind, constructor)
     return adapted if adapted.needed else constructor
 
@@ -148,10 +158,25 @@ class Adapted:
             self.unsupported["factory_kwargs"] = (
                 f"the constructor takes no {' or '.join(f'`{n}`' for n in missing)}: "
                 "modules are built, then moved with .to()")
-        self.forward_features = _forward_features(constructor)
+        # A factory function's forward is that of the class it builds.
+        forward_of = constructor if isinstance(constructor, type) else self._built_class()
+        self.forward_features = _forward_features(forward_of)
         self.unsupported.update({feature: reason for feature, reason in
                                  self.forward_features.items()})
-        self.split_state = split_state(kind, constructor)
+        self.split_state = split_state(kind, forward_of)
+
+    def _probe_build(self, keywords: dict):
+        """The constructor called at small sizes with `keywords`. The generators are left as
+        they were: whether this build ran first in a process must not change what the module
+        draws next."""
+        with warnings.catch_warnings(), torch.random.fork_rng(), _numpy_random_kept():
+            warnings.simplefilter("ignore")
+            if self.by_name:
+                return self.constructor(**_PROBE_SIZES, **keywords)
+            return self.constructor(*_PROBE_SIZES.values(), **keywords)
+
+    def _torch_defaults(self) -> dict:
+        return {name: self.torch.parameters[name].default for name in self.taken}
 
     def _rejected_keywords(self) -> list[str]:
         """The torch.nn arguments a **kwargs constructor passes on to code that does not take
@@ -159,19 +184,11 @@ class Adapted:
         TypeError names as unexpected, until it builds or fails otherwise (which the checks
         then report)."""
         rejected: list[str] = []
-        defaults = {name: p.default for name, p in self.torch.parameters.items() if name not in SIZES}
         while True:
-            keywords = {name: value for name, value in defaults.items()
-                        if name in self.taken and name not in rejected}
+            keywords = {name: value for name, value in self._torch_defaults().items()
+                        if name not in rejected}
             try:
-                # The generators are left as they were: whether this build ran first in a
-                # process must not change what the module draws next.
-                with warnings.catch_warnings(), torch.random.fork_rng(), _numpy_random_kept():
-                    warnings.simplefilter("ignore")
-                    if self.by_name:
-                        self.constructor(**_PROBE_SIZES, **keywords)
-                    else:
-                        self.constructor(*_PROBE_SIZES.values(), **keywords)
+                self._probe_build(keywords)
             except TypeError as exc:
                 match = _UNEXPECTED.search(str(exc))
                 if match and match.group(1) in keywords:
@@ -180,6 +197,14 @@ class Adapted:
             except Exception:  # any other failure is the checks' to report
                 pass
             return rejected
+
+    def _built_class(self) -> type | None:
+        """The class of what the constructor builds at small sizes with torch.nn's defaults;
+        None where it does not build (the checks report why)."""
+        try:
+            return type(self._probe_build(self._torch_defaults()))
+        except Exception:
+            return None
 
     @property
     def needed(self) -> bool:
@@ -261,16 +286,16 @@ def _is_plain_class(constructor) -> bool:
 
 def _forward_positional(constructor) -> list[inspect.Parameter] | None:
     """The positional parameters of a class's forward (its __call__ for a plain class that has
-    one), self left out; None where they are not known (a factory function, *args, no
-    signature)."""
+    one), self left out; None where they are not known (not a class, *args, no signature)."""
     if not isinstance(constructor, type):
-        return None  # a factory function: its forward is not known before it runs
+        return None
     # Read statically: a class's own attribute machinery (torch.jit.ScriptModule's, for one)
     # may run code, or raise, when an attribute is looked up on the class.
     plain_call = not issubclass(constructor, nn.Module) and any(
         "__call__" in vars(klass) for klass in constructor.__mro__)  # its instances', not type's
     name = "__call__" if plain_call else "forward"
-    method = inspect.getattr_static(constructor, name, None)
+    method = _script_method_source(constructor, name) or inspect.getattr_static(
+        constructor, name, None)
     signature = _signature(method) if callable(method) else None
     if signature is None:
         return None
@@ -278,6 +303,15 @@ def _forward_positional(constructor) -> list[inspect.Parameter] | None:
     if any(p.kind == p.VAR_POSITIONAL for p in params):
         return None
     return [p for p in params if p.kind in _POSITIONAL]
+
+
+def _script_method_source(constructor: type, name: str) -> Callable | None:
+    """The Python function behind a torch.jit.ScriptModule subclass's `@script_method` `name`:
+    the class attribute is a compiled method's descriptor, whose signature says nothing, and the
+    function is kept in the class's `_methods`."""
+    methods = inspect.getattr_static(constructor, "_methods", None)
+    stub = methods.get(name) if isinstance(methods, dict) else None
+    return getattr(stub, "original_method", None)
 
 
 # A cell state's name: c, cx, c0, c_prev, prev_c, c_t, cell, cell_state, ...
@@ -381,13 +415,15 @@ class StateAdapter(nn.Module):
         return self.inner.load_state_dict(state_dict, strict=strict, assign=assign)
 
 
-def zero_state(cfg: Config, input: torch.Tensor):
-    """torch.nn's omitted state made explicit: zeros of the spec's shapes for this input, as hx
-    (h0, or (h0, c0) for the LSTM kinds)."""
-    batched = input.dim() == (2 if cfg.is_cell else 3)
-    if cfg.is_cell:
-        batch, steps = (input.shape[0] if batched else None), 1
+def zero_state(cfg: Config, input: torch.Tensor | PackedSequence):
+    """torch.nn's omitted state made explicit: zeros of the spec's shapes for this input (a
+    tensor or a PackedSequence), as hx (h0, or (h0, c0) for the LSTM kinds)."""
+    if isinstance(input, PackedSequence):
+        batch, steps, input = int(input.batch_sizes[0]), len(input.batch_sizes), input.data
+    elif cfg.is_cell:
+        batch, steps = (input.shape[0] if input.dim() == 2 else None), 1
     else:
+        batched = input.dim() == 3
         time_axis = 1 if batched and cfg.batch_first else 0
         batch, steps = (input.shape[1 - time_axis] if batched else None), input.shape[time_axis]
     shapes = io_shapes(cfg, batch, steps)

@@ -159,10 +159,12 @@ def _choose(key: str, candidates: list[tuple[str, str]]) -> tuple[str, str]:
     raise MappingError(f"{key} could be any of {', '.join(b + ('.T' if l == 'T' else '') for b, l in weights)}")
 
 
-# Words for each gate, torch.nn's name first; a key's gate is the one its name ends in.
+# Words for each gate, torch.nn's name first; a key's gate is the one its name ends in, among
+# its kind's gates ("out" is an LSTM's output gate, and a GRU's candidate where code names its
+# gates reset, update and out).
 _GATE_WORDS = {"i": ("i", "in", "input"), "f": ("f", "forget"), "o": ("o", "out", "output"),
                "g": ("g", "c", "cell", "candidate", "u"), "r": ("r", "reset"),
-               "z": ("z", "u", "update"), "n": ("n", "h", "c", "candidate", "new")}
+               "z": ("z", "u", "update"), "n": ("n", "h", "c", "candidate", "new", "out")}
 
 
 def _name_words(key: str) -> list[str]:

@@ -13,7 +13,7 @@ from torch import nn
 from rnnbench.impls import Implementation
 from rnnbench.impls import load as load_target
 from rnnbench.impls.adapt import (Adapted, CannotConstruct, ObjectModule, UnsupportedArgument,
-                                  adapt, changed_defaults, split_state)
+                                  adapt, changed_defaults, split_state, zero_state)
 from rnnbench.reference import Config
 from rnnbench.suites import param_roles, parammap
 from rnnbench.suites.torch_nn import probe_config
@@ -194,6 +194,36 @@ def test_a_required_state_gets_zeros_and_omitting_it_is_not_supported():
     module = adapted(3, 5)
     assert torch.equal(module(torch.ones(4, 3)), module.inner(torch.ones(4, 3), torch.zeros(4, 5)))
     assert list(module.state_dict()) == list(module.inner.state_dict())
+
+
+def make_state_required_cell(input_size, hidden_size):
+    return StateRequiredCell(input_size, hidden_size)
+
+
+class ScriptedStateRequiredCell(torch.jit.ScriptModule):
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        self.cell = nn.RNNCell(input_size, hidden_size)
+
+    @torch.jit.script_method
+    def forward(self, x, h_prev):
+        return self.cell(x, h_prev)
+
+
+@pytest.mark.parametrize("constructor", [make_state_required_cell, ScriptedStateRequiredCell],
+                         ids=["factory function", "TorchScript script_method"])
+def test_a_required_state_is_read_from_the_forward_that_runs(constructor):
+    # a factory's forward is the built class's; a ScriptModule's, the function it compiled
+    adapted = adapt("rnn_cell", constructor)
+    assert "optional_state" in adapted.unsupported, adapted
+    module = adapted(3, 5)
+    assert module(torch.ones(4, 3)).shape == (4, 5)
+
+
+def test_an_omitted_state_for_packed_input_is_zeros_of_its_batch():
+    packed = nn.utils.rnn.pack_sequence([torch.ones(3, 2), torch.ones(2, 2)])
+    h0, c0 = zero_state(Config("lstm", 2, 5, num_layers=2), packed)
+    assert h0.shape == c0.shape == (2, 2, 5) and not h0.any()
 
 
 class SplitStateLSTM(nn.LSTM):
@@ -516,6 +546,10 @@ def test_gate_names_are_read_whole_and_a_gate_no_name_gives_is_unreadable_not_mi
     roles = param_roles.learn_roles(Config("gru_cell", 3, 5), shapes)
     assert [roles[f"{gate}.weight"][0] for gate in ("update", "reset", "candidate")] == [
         "combined:z", "combined:r", "combined:n"]
+    # "out" is a GRU's candidate where the gates are named reset, update and out
+    named = {f"{gate}_gate.weight": (5, 8) for gate in ("reset", "update", "out")}
+    roles = param_roles.learn_roles(Config("gru_cell", 3, 5), named)
+    assert roles["out_gate.weight"][0] == "combined:n"
     # two of three gates named: the third's matrix is there, unplaced, so no map is guessed
     unnamed = {"reset.weight": (5, 8), "candidate.weight": (5, 8), "fc3.weight": (5, 8)}
     with pytest.raises(MappingError, match="gates n, r only, of r, z, n"):

@@ -38,6 +38,8 @@ PLANTED = [
     Planted(f"{ZOO}/state_bugs.py:HnDirectionMajor", "gru", "h_n_layout", "h_n stacked direction-major (all forward layers, then all reverse)"),
     Planted(f"{ZOO}/state_bugs.py:HnIsCellState", "lstm", "output_h_n_mismatch", "returns (c_n, h_n) instead of (h_n, c_n)"),
     Planted(f"{ZOO}/state_bugs.py:BroadcastsH0", "rnn", "silent_broadcast", "no h0 shape check: a broadcastable wrong h0 is accepted"),
+    Planted(f"{ZOO}/state_bugs.py:CutsC0ToTheBatch", "lstm", "silent_broadcast",
+            "a c0 with more batch rows than the input is cut to its batch, not refused"),
     Planted(f"{ZOO}/state_bugs.py:CastsInput", "lstm_cell", "input_dtype_accepted",
             "an input of another dtype is cast to the parameters' instead of refused"),
     Planted(f"{ZOO}/state_bugs.py:MutatesInput", "gru", "input_mutated", "zeroes the caller's input tensor after use"),
@@ -60,6 +62,8 @@ PLANTED = [
             "r scales W_hn h but not b_hn"),
     Planted(f"{ZOO}/math_bugs.py:LSTMSingleBias", "lstm", "single_bias", "bias_hh registered but never used"),
     Planted(f"{ZOO}/math_bugs.py:GRUBiasesIgnored", "gru", "bias_ignored", "both biases registered, neither used"),
+    Planted(f"{ZOO}/math_bugs.py:LSTMStepsInBfloat16", "lstm", "lower_precision",
+            "every step computed in bfloat16, cast back, in float32 and float64 too"),
     Planted(f"{ZOO}/math_bugs.py:LSTMGatesSplitBySize", "lstm", "gates_split_by_size", "gates split in chunks of size 4, not 4 chunks (lucid 2.x)"),
     # init
     Planted(f"{ZOO}/init_bugs.py:InitBoundOneOverH", "rnn", "init_bound_1_over_h", "U(-1/H, 1/H)"),

@@ -43,6 +43,14 @@ class BroadcastsH0(RNN):
         pass  # any state that broadcasts is accepted
 
 
+class CutsC0ToTheBatch(LSTM):
+    def initial_state(self, hx, x, batched):
+        if hx is not None and batched:
+            h0, c0 = hx
+            hx = (h0, c0[:, :x.shape[1]])  # more rows than the batch: the extra ones dropped
+        return super().initial_state(hx, x, batched)
+
+
 class CastsInput(LSTMCell):
     def to_steps(self, input):
         # an input of another dtype is cast to the parameters' instead of refused

@@ -64,6 +64,14 @@ TARGETS = [
     *(_adapter("mlx_layers.py", "IMPLEMENTATION", kind, "mlx") for kind in ("rnn", "lstm", "gru")),
     *(_adapter("mxnet_gluon.py", "IMPLEMENTATION", kind, "mxnet")
       for kind in ("rnn", "lstm", "gru", "rnn_cell", "lstm_cell", "gru_cell")),
+    *(_adapter("chainer_layers.py", "IMPLEMENTATION", kind, "chainer")
+      for kind in ("rnn", "lstm", "gru", "rnn_cell", "lstm_cell", "gru_cell")),
+    # chainer.links.StatelessGRU as it is: Chainer's own GRU cell, another GRU than torch.nn's.
+    _adapter("chainer_layers.py", "STATELESS_GRU", "gru_cell", "chainer"),
+    *(_adapter("openvino_runtime.py", "IMPLEMENTATION", kind, "openvino")
+      for kind in ("rnn", "lstm", "gru", "rnn_cell", "lstm_cell", "gru_cell")),
+    *(_adapter("haiku_cells.py", "IMPLEMENTATION", kind, "haiku")
+      for kind in ("rnn", "lstm", "gru", "rnn_cell", "lstm_cell", "gru_cell")),
     # torchrl's own modules take torch.nn's arguments: judged as they are, with no adapter.
     *(Target(f"torchrl.modules:{name}", kind, "torchrl") for name, kind in (
         ("LSTM", "lstm"), ("GRU", "gru"), ("LSTMCell", "lstm_cell"), ("GRUCell", "gru_cell"))),

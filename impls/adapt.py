@@ -293,9 +293,7 @@ def _forward_positional(constructor) -> list[inspect.Parameter] | None:
     # may run code, or raise, when an attribute is looked up on the class.
     plain_call = not issubclass(constructor, nn.Module) and any(
         "__call__" in vars(klass) for klass in constructor.__mro__)  # its instances', not type's
-    name = "__call__" if plain_call else "forward"
-    method = _script_method_source(constructor, name) or inspect.getattr_static(
-        constructor, name, None)
+    method = _defining(constructor, "__call__" if plain_call else "forward")
     signature = _signature(method) if callable(method) else None
     if signature is None:
         return None
@@ -305,13 +303,19 @@ def _forward_positional(constructor) -> list[inspect.Parameter] | None:
     return [p for p in params if p.kind in _POSITIONAL]
 
 
-def _script_method_source(constructor: type, name: str) -> Callable | None:
-    """The Python function behind a torch.jit.ScriptModule subclass's `@script_method` `name`:
-    the class attribute is a compiled method's descriptor, whose signature says nothing, and the
-    function is kept in the class's `_methods`."""
-    methods = inspect.getattr_static(constructor, "_methods", None)
-    stub = methods.get(name) if isinstance(methods, dict) else None
-    return getattr(stub, "original_method", None)
+def _defining(constructor: type, name: str):
+    """The attribute `name` as the first class in the MRO that defines it holds it, read
+    statically; for a torch.jit.ScriptModule's `@script_method` that is the Python function it
+    compiled (kept in the class's `_methods`, under the compiled method's descriptor, whose
+    signature says nothing)."""
+    for klass in constructor.__mro__:
+        if name in vars(klass):
+            return vars(klass)[name]
+        stub = vars(klass).get("_methods", {}).get(name)
+        function = getattr(stub, "original_method", None)
+        if getattr(function, "__qualname__", None) == f"{klass.__qualname__}.{name}":
+            return function
+    return None
 
 
 # A cell state's name: c, cx, c0, c_prev, prev_c, c_t, cell, cell_state, ...

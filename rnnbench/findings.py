@@ -22,10 +22,13 @@ from dataclasses import dataclass
 DIAGNOSES: dict[str, str] = {
     "h0_none_unhandled": "h0=None not handled (crash, or initial state not zeros of the input's dtype)",
     "h0_ignored": "the given initial state is ignored",
+    "c0_ignored": "the given initial cell state c0 is ignored (the cell state starts at zero)",
     "h_n_no_layer_dim": "h_n has no layer dimension",
     "h_n_layout": "h_n layers/directions in the wrong order",
     "weight_transposed": "W used transposed (W^T instead of W)",
     "missing_nonlinearity": "nonlinearity missing (no tanh)",
+    "non_finite": "NaN or inf where the reference is finite (e.g. a tanh or sigmoid written with "
+                  "exp, which overflows at large pre-activations where torch.nn's saturate)",
     "wrong_nonlinearity": "tanh and relu confused",
     "init_bound_1_over_h": "init bound uses 1/H instead of 1/sqrt(H)",
     "init_wrong_distribution": "parameters not drawn from the spec's init distribution "

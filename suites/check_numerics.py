@@ -37,7 +37,10 @@ def check_forward(subject, case, dtype: str) -> dict:
     except Finding as misshapen:
         require_conforming_close(run, misshapen)
         raise
-    numbers = compare_forward(run, observed)
+    try:
+        numbers = compare_forward(run, observed)
+    except Finding as wrong:
+        raise _other_parameters_at_zero(run, wrong) or wrong from None
     require_no_other_parameters(run)
     return numbers
 
@@ -76,6 +79,18 @@ def require_no_other_parameters(run: Run) -> None:
                   parameter=movers[0])
 
 
+def _other_parameters_at_zero(run: Run, wrong: Finding) -> Finding | None:
+    """Finding(other_parameters) where the outputs are wrong as built and right with every
+    trainable parameter outside the spec's at zero (biases kept though bias=False, at their
+    own init): those parameters are the cause, not the function they take part in."""
+    others = other_parameters(run)
+    if not others or _varied(run, others, zero=True) is not None:
+        return None
+    return Finding(f"the output depends on {listed(list(others))}, which the spec's function has "
+                   f"no place for: with them at zero it is the reference's; as built, "
+                   f"{wrong.message}", "other_parameters", parameter=next(iter(others)))
+
+
 def other_parameters(run: Run) -> dict[str, torch.nn.Parameter]:
     """The module's trainable parameters that share no storage with a state_dict entry a spec
     parameter is read from, by name."""
@@ -86,14 +101,17 @@ def other_parameters(run: Run) -> dict[str, torch.nn.Parameter]:
             if p.requires_grad and p.untyped_storage().data_ptr() not in read}
 
 
-def _varied(run: Run, parameters: dict[str, torch.nn.Parameter]) -> Finding | None:
-    """The forward's finding with `parameters` set to normal draws (None if it still matches)."""
+def _varied(run: Run, parameters: dict[str, torch.nn.Parameter], zero: bool = False
+            ) -> Finding | None:
+    """The forward's finding with `parameters` set to normal draws, or to zero (None if it
+    matches then)."""
     rng = run.subject.rng("other-parameters", run.case.name, *parameters)
     kept = {name: p.detach().clone() for name, p in parameters.items()}
     try:
         with torch.no_grad():
             for p in parameters.values():
-                p.copy_(torch.as_tensor(rng.normal(size=tuple(p.shape)), dtype=p.dtype))
+                p.copy_(torch.zeros_like(p) if zero else
+                        torch.as_tensor(rng.normal(size=tuple(p.shape)), dtype=p.dtype))
         compare_forward(run, observe(run))
     except Finding as finding:
         return finding

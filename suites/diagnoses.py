@@ -48,11 +48,21 @@ def diagnose(run, observed: dict | None, message: str = "") -> str | None:
             return found
     if observed is None:
         return None
+    if _non_finite(observed, expected):
+        return "non_finite"
     # A known mistake first: a wrong function whose error a coarser dtype's looser tolerance
     # happens to cover is that mistake, not imprecision.
     return (mistakes.match(run.cfg, run.params, run.x64, run.hx64, observed, expected, tol)
             or ("lower_precision" if precision_reached(run, observed, expected) else None)
             or final_state_mismatch(run.cfg, observed, tol))
+
+
+def _non_finite(observed: dict, expected: dict) -> bool:
+    """Whether an output is NaN or infinite where the reference's is finite."""
+    return any(np.shape(observed[name]) == np.shape(want)
+               and bool(np.any(~np.isfinite(observed[name]) & np.isfinite(want)))
+               for name, want in expected.items()
+               if want is not None and observed.get(name) is not None)
 
 
 _MATMUL_SHAPES = re.compile(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and "

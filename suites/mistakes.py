@@ -10,7 +10,7 @@ near). Most mistakes are expressed by changing what is fed to `rnnbench.referenc
   block zeroed (a single bias, or none), TensorFlow's forget_bias added to the LSTM's forget
   block of b_ih (with torch's gate order or TensorFlow's);
 - the config: the other nonlinearity, batch_first off;
-- the inputs: the time axis flipped, the initial state dropped.
+- the inputs: the time axis flipped, the initial state dropped (or its c0 alone).
 
 Mistakes in how layers and directions are wired (reverse direction not reversed, its h_n taken at
 the wrong end, h_n in direction-major order, upper layers fed the raw input) run the reference
@@ -170,6 +170,11 @@ def _map_params(cfg: Config, params: dict, change: Callable) -> dict:
 def _h0_ignored(cfg, params, x, hx) -> Iterator[Pieces]:
     if hx is not None:
         yield forward(cfg, params, x, None)
+
+
+def _c0_ignored(cfg, params, x, hx) -> Iterator[Pieces]:
+    if cfg.family == "lstm" and hx is not None:
+        yield forward(cfg, params, x, {**hx, "c0": np.zeros_like(hx["c0"])})
 
 
 def _batch_first_ignored(cfg, params, x, hx) -> Iterator[Pieces]:
@@ -351,6 +356,7 @@ def _bias_ignored(cfg, params, x, hx) -> Iterator[Pieces]:
 # Diagnosis id -> its candidates, in the order they are tried.
 CANDIDATES: tuple[tuple[str, Callable[..., Iterator[Pieces]]], ...] = (
     ("h0_ignored", _h0_ignored),
+    ("c0_ignored", _c0_ignored),
     ("batch_first_ignored", _batch_first_ignored),
     ("weight_transposed", _weight_transposed),
     ("missing_nonlinearity", _missing_nonlinearity),

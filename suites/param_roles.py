@@ -65,7 +65,13 @@ def learn_roles(cfg: Config, shapes: dict[str, tuple], linear: frozenset[str] = 
     inputs, width = cfg.input_size, cfg.output_size
     roles: dict[str, tuple[str, str]] = {}
     torch_names = blocks(cfg)
+    # A submodule whose weight is a vector is a normalisation's gain (LayerNorm's), with its
+    # shift: neither is one of the recurrence's blocks, whatever its length.
+    norms = {key.rpartition(".")[0] for key, shape in shapes.items()
+             if key.endswith(".weight") and len(shape) == 1}
     for key, shape in shapes.items():
+        if "." in key and key.rpartition(".")[0] in norms:
+            continue  # left for the checks, as any parameter outside the spec's
         if key in torch_names:  # torch.nn's own name: its own block, stored x @ W's way maybe
             want = spec[torch_names[key]]
             transposed = len(want) == 2 and tuple(shape) == tuple(want[::-1])
@@ -73,9 +79,10 @@ def learn_roles(cfg: Config, shapes: dict[str, tuple], linear: frozenset[str] = 
             roles[template(key)] = (torch_names[key], layout)
             continue
         candidates = [(block, layout) for block, want in spec.items()
-                      for layout, got in (("plain", want), ("T", want[::-1]), ("row", (1, *want)))
+                      for layout, got in (("plain", want), ("T", want[::-1]), ("row", (1, *want)),
+                                          ("column", (*want, 1)))
                       if tuple(shape) == tuple(got) and (layout == "plain" or len(got) == 2)
-                      and (layout != "row" or _bias_named(key))]
+                      and (layout in ("plain", "T") or _bias_named(key))]
         if tuple(shape) in ((rows, inputs + width), (inputs + width, rows)):
             candidates.append(("combined", "plain" if shape[0] == rows else "T"))
         if not candidates:
@@ -160,11 +167,13 @@ def _choose(key: str, candidates: list[tuple[str, str]]) -> tuple[str, str]:
 
 
 # Words for each gate, torch.nn's name first; a key's gate is the one its name ends in, among
-# its kind's gates ("out" is an LSTM's output gate, and a GRU's candidate where code names its
-# gates reset, update and out).
+# its kind's gates.
 _GATE_WORDS = {"i": ("i", "in", "input"), "f": ("f", "forget"), "o": ("o", "out", "output"),
                "g": ("g", "c", "cell", "candidate", "u"), "r": ("r", "reset"),
-               "z": ("z", "u", "update"), "n": ("n", "h", "c", "candidate", "new", "out")}
+               "z": ("z", "u", "update"), "n": ("n", "h", "c", "candidate", "new")}
+# Words that name a gate only where the key says "gate" too: a GRU's candidate in code that
+# names its gates reset, update and out (`out_gate`), where a bare `out` is an output layer.
+_GATE_WORDS_BESIDE_GATE = {"n": ("out",)}
 
 
 def _name_words(key: str) -> list[str]:
@@ -184,8 +193,10 @@ def _gate(key: str, gates: tuple[str, ...]) -> str | None:
     last = words[-1]
     # "ii", "hf", "xc": the side's letter, then the gate's
     candidates = [last, last[1:]] if len(last) == 2 and last[0] in "xih" else [last]
+    beside_gate = "gate" in key.lower()
     for text in candidates:
-        found = [g for g in gates if text in _GATE_WORDS[g]]
+        found = [g for g in gates if text in _GATE_WORDS[g]
+                 or (beside_gate and text in _GATE_WORDS_BESIDE_GATE.get(g, ()))]
         if len(found) == 1:
             return found[0]
     return None
@@ -231,14 +242,16 @@ def _per_gate(cfg: Config, shapes: dict[str, tuple], roles: dict) -> None:
         readings = [owner[0].partition(":")[2]] if owner else _gates_named(name, cfg.gates)
         gates = next((g for g in readings if g and (
             tuple(shape) == (len(g) * hidden,)
-            or (tuple(shape) == (1, len(g) * hidden) and _bias_named(name)))), None)
+            or (tuple(shape) in ((1, len(g) * hidden), (len(g) * hidden, 1))
+                and _bias_named(name)))), None)
         if not gates:
             continue
         side = (owner[0].partition(":")[0] if owner else
                 {"input": "weight_ih", "hidden": "weight_hh"}.get(
                     _side(name) or _side_letter(name), "weight_ih"))
         bias = "bias_hh" if side == "weight_hh" else "bias_ih"  # a matrix over [x, h]: input's
-        roles[template(name)] = (f"{bias}:{gates}", "row" if len(shape) == 2 else "plain")
+        layout = "plain" if len(shape) == 1 else "row" if shape[0] == 1 else "column"
+        roles[template(name)] = (f"{bias}:{gates}", layout)
 
 
 def _weight_side(shape: tuple, rows: int, inputs: int, width: int) -> tuple[str, str] | None:

@@ -30,7 +30,8 @@ class MappingError(ValueError):
 class Piece:
     """Where (part of) a spec parameter sits: in state_dict entry `key`, as `layout` says
     ("plain": the entry, "T": its transpose, "row": the one row of a (1, n) entry holding a
-    vector, as `x @ W + b` broadcasts it), of which only `rows` and `cols` (start, stop) when
+    vector, as `x @ W + b` broadcasts it, "column": the one column of an (n, 1) entry, as
+    column-vector code's `W @ x + b` does), of which only `rows` and `cols` (start, stop) when
     given: one gate's rows of a stacked matrix, one side's columns of a matrix over [x, h]."""
 
     key: str
@@ -44,6 +45,8 @@ class Piece:
             tensor = tensor.t()
         elif self.layout == "row":
             tensor = tensor[0]
+        elif self.layout == "column":
+            tensor = tensor[:, 0]
         if self.rows is not None:
             tensor = tensor[self.rows[0]:self.rows[1]]
         if self.cols is not None:
@@ -51,7 +54,7 @@ class Piece:
         return tensor
 
     def describe(self) -> str:
-        text = self.key + {"T": ".T", "row": "[0]"}.get(self.layout, "")
+        text = self.key + {"T": ".T", "row": "[0]", "column": "[:, 0]"}.get(self.layout, "")
         rows = f"{self.rows[0]}:{self.rows[1]}" if self.rows else ":"
         if self.cols:
             return f"{text}[{rows}, {self.cols[0]}:{self.cols[1]}]"
@@ -160,8 +163,9 @@ def from_user(cfg, shapes: dict[str, tuple], user: dict[str, str]) -> ParamMap:
         if name not in spec:
             raise MappingError(f"--param-map {key}={name}: the spec has no parameter {name!r} "
                                f"for {cfg.describe()}")
-        if layout == "plain" and len(spec[name]) == 1 and len(shapes[key]) == 2 and shapes[key][0] == 1:
-            layout = "row"  # a (1, n) bias, as x @ W + b broadcasts it
+        if layout == "plain" and len(spec[name]) == 1 and len(shapes[key]) == 2:
+            # a (1, n) bias, as x @ W + b broadcasts it; an (n, 1) one, as W @ x + b does
+            layout = {1: "row"}.get(shapes[key][0]) or {1: "column"}.get(shapes[key][1], layout)
         entries[name].append(Piece(key, layout))
     # The submodules the map's own keys sit in: where the other names are looked for too.
     owners = {key.rpartition(".")[0] + "." for key in user if "." in key}

@@ -26,6 +26,7 @@ structure, where a forward first diverges (`divergence`) and the named mistakes 
 """
 from __future__ import annotations
 
+import itertools
 import warnings
 from functools import partial
 
@@ -56,14 +57,22 @@ from rnnbench.suites.subject import call, state_shapes, to_numpy
 # --- the cases ----------------------------------------------------------------------------------
 
 
-def _rows(kinds, name, batch, steps=1, *, h0=True, quick=False, features=(), **config
-          ) -> tuple[Case, ...]:
+def _rows(kinds, name, batch, steps=1, *, h0=True, quick=False, features=(), only=(),
+          adjust=None, **config) -> tuple[Case, ...]:
     """One row of a table, for each of `kinds`."""
-    return tuple(Case(name, Config(kind, **config), batch, steps, h0, quick, features)
-                 for kind in kinds)
+    return tuple(Case(name, Config(kind, **config), batch, steps, h0, quick, features, only,
+                      adjust) for kind in kinds)
 
 
 SEQ, CELLS = SEQUENCE_KINDS, CELL_KINDS
+
+
+def _saturating(params, x):
+    """The input 3000 times larger: gate pre-activations in the thousands, past where exp
+    overflows (at 11 in float16, 89 in float32, 710 in float64), where torch.nn's tanh and
+    sigmoid are their limits and a tanh written with exp, (e^a - e^-a) / (e^a + e^-a), is
+    inf / inf = NaN; and within float16's range."""
+    return params, 3000.0 * x
 
 CASES: tuple[Case, ...] = (
     *_rows(SEQ, "single-layer", 4, 6, input_size=3, hidden_size=5, quick=True),
@@ -83,6 +92,8 @@ CASES: tuple[Case, ...] = (
     # A batch of one: what .squeeze() breaks, and single-sample inference runs.
     *_rows(SEQ, "batch-of-one", 1, 4, input_size=3, hidden_size=5, quick=True),
     *_rows(("rnn",), "relu", 4, 6, input_size=3, hidden_size=5, num_layers=2, nonlinearity="relu"),
+    *_rows(SEQ, "saturated", 4, 6, only=("forward",), adjust=_saturating, input_size=3,
+           hidden_size=5, quick=True),
     *_rows(("lstm",), "projection-bidirectional", 2, 5, input_size=3, hidden_size=7, num_layers=2,
            bidirectional=True, proj_size=4, quick=True),
     # The form from-scratch projections take: one layer, one direction.
@@ -99,6 +110,8 @@ CASES: tuple[Case, ...] = (
     *_rows(CELLS, "no-bias", 2, input_size=4, hidden_size=5, bias=False, quick=True),
     *_rows(CELLS, "batch-of-one", 1, input_size=3, hidden_size=5, quick=True),
     *_rows(("rnn_cell",), "relu", 4, input_size=3, hidden_size=5, nonlinearity="relu"),
+    *_rows(CELLS, "saturated", 4, only=("forward",), adjust=_saturating, input_size=3,
+           hidden_size=5, quick=True),
 )
 
 CONSTRUCTION_CASES: tuple[Case, ...] = (
@@ -282,10 +295,13 @@ def _settle_reading(subject, probe: Config, key: tuple, roles: dict) -> None:
     if len(candidates) == 1:
         return
     outcomes = []
+    # With a state first, then (where that fits no reading) with zeros for it: a module that
+    # mishandles a given state (ignores c0) still shows how its parameters are stored.
+    given = (True, False) if subject.takes_state else (False,)
     try:
-        for reading in candidates:
+        for with_state, reading in itertools.product(given, candidates):
             _ROLES[key] = (roles, reading)
-            outcomes.append(_probe_outcome(subject, probe))
+            outcomes.append(_probe_outcome(subject, probe, with_state))
             if outcomes[-1] is True:
                 return
     finally:
@@ -297,21 +313,28 @@ def _settle_reading(subject, probe: Config, key: tuple, roles: dict) -> None:
             f"allows ({outcomes[0].message})")
 
 
-def _probe_outcome(subject, probe: Config) -> bool | Finding:
+def _probe_outcome(subject, probe: Config, with_state: bool) -> bool | Finding:
     """A module of `probe`, read through the roles learnt so far, given float32 parameters,
-    inputs of batch 2 (3 steps for a sequence) and a state where it takes one: True when its
-    outputs are the reference's, False when they are not or forward raised, the Finding when
-    the parameters could not be loaded."""
+    inputs of batch 2 (3 steps for a sequence) and, where it takes one, a random state
+    (`with_state`) or zeros: True when its outputs' values are the reference's (in whatever
+    dtype: how the parameters are stored is asked, not the contract), False when they are not
+    or forward raised, the Finding when the parameters could not be loaded."""
     case = Case("roles", probe, 2, 3, h0=subject.takes_state)
     try:
         run = Run(subject, case, "float32", "roles")
     except Finding as finding:
         return finding
+    hx64 = run.hx64 if with_state or run.hx64 is None else {
+        name: np.zeros_like(value) for name, value in run.hx64.items()}
+    x, _ = run.tensors()
+    hx = None if hx64 is None else {name: subject.tensor(value, run.dtype)
+                                    for name, value in hx64.items()}
     try:
-        observed = {name: to_numpy(t) for name, t in run.call().items()}
+        outputs = flatten_result(probe, run.subject_call(x, hx))
     except Finding:
         return False
-    return first_mismatch(observed, run.expected(), run.tolerance()) is None
+    observed = {name: to_numpy(t) for name, t in outputs.items()}
+    return first_mismatch(observed, run.expected(hx=hx64), run.tolerance()) is None
 
 
 def biases(cfg: Config) -> tuple[str, ...]:

@@ -220,6 +220,16 @@ def test_a_required_state_is_read_from_the_forward_that_runs(constructor):
     assert module(torch.ones(4, 3)).shape == (4, 5)
 
 
+class OptionalStateScriptedCell(ScriptedStateRequiredCell):
+    def forward(self, x, h_prev=None):  # Python's, over the compiled one it inherits
+        return self.cell(x, h_prev)
+
+
+def test_a_script_module_s_own_python_forward_is_read_before_the_compiled_one_it_inherits():
+    assert "optional_state" not in getattr(adapt("rnn_cell", OptionalStateScriptedCell),
+                                           "unsupported", {})
+
+
 def test_an_omitted_state_for_packed_input_is_zeros_of_its_batch():
     packed = nn.utils.rnn.pack_sequence([torch.ones(3, 2), torch.ones(2, 2)])
     h0, c0 = zero_state(Config("lstm", 2, 5, num_layers=2), packed)
@@ -540,20 +550,55 @@ def test_a_reading_no_probe_could_hold_leaves_the_function_not_checked_everywher
     assert result.outcome == "failed" and not_run(result), result.message
 
 
+def test_a_layer_norm_s_gain_and_shift_are_no_biases():
+    # a stack of layer-normalised cells: torch.nn's cell names, and a LayerNorm beside them
+    shapes = {"cells.0.weight_ih": (20, 3), "cells.0.weight_hh": (20, 5), "cells.0.bias_ih": (20,),
+              "cells.0.bias_hh": (20,), "cells.0.ln.weight": (20,), "cells.0.ln.bias": (20,)}
+    roles = param_roles.learn_roles(Config("lstm", 3, 5), shapes)
+    assert {name: block for name, (block, _) in roles.items()} == {
+        "cells.#.weight_ih": "weight_ih", "cells.#.weight_hh": "weight_hh",
+        "cells.#.bias_ih": "bias_ih", "cells.#.bias_hh": "bias_hh"}
+
+
 def test_gate_names_are_read_whole_and_a_gate_no_name_gives_is_unreadable_not_missing():
     # "update" is the z gate, not a "U_" prefix before "pdate"
     shapes = {f"{gate}.weight": (5, 8) for gate in ("update", "reset", "candidate")}
     roles = param_roles.learn_roles(Config("gru_cell", 3, 5), shapes)
     assert [roles[f"{gate}.weight"][0] for gate in ("update", "reset", "candidate")] == [
         "combined:z", "combined:r", "combined:n"]
-    # "out" is a GRU's candidate where the gates are named reset, update and out
+    # "out" is a GRU's candidate where the gates are named reset, update and out; a bare
+    # "out" beside gates named otherwise is an output layer
     named = {f"{gate}_gate.weight": (5, 8) for gate in ("reset", "update", "out")}
     roles = param_roles.learn_roles(Config("gru_cell", 3, 5), named)
     assert roles["out_gate.weight"][0] == "combined:n"
+    readout = {**{f"W_{side}{gate}.weight": (5, 3 if side == "i" else 5)
+                  for side in "ih" for gate in "rzn"}, "out.weight": (5, 5)}
+    assert "out.weight" not in param_roles.learn_roles(Config("gru_cell", 3, 5), readout)
     # two of three gates named: the third's matrix is there, unplaced, so no map is guessed
     unnamed = {"reset.weight": (5, 8), "candidate.weight": (5, 8), "fc3.weight": (5, 8)}
     with pytest.raises(MappingError, match="gates n, r only, of r, z, n"):
         param_roles.learn_roles(Config("gru_cell", 3, 5), unnamed)
+
+
+class ColumnVectorCell(nn.Module):
+    """Column-vector code: h' = tanh(W_ax x + b_x + W_aa h + b_a) on (features, batch) columns,
+    the biases stored as (hidden, 1) columns."""
+
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        self.W_ax = nn.Parameter(torch.randn(hidden_size, input_size))
+        self.W_aa = nn.Parameter(torch.randn(hidden_size, hidden_size))
+        self.b_x = nn.Parameter(torch.randn(hidden_size, 1))
+        self.b_a = nn.Parameter(torch.randn(hidden_size, 1))
+
+    def forward(self, x, h):
+        return torch.tanh(self.W_ax @ x.T + self.b_x + self.W_aa @ h.T + self.b_a).T
+
+
+def test_a_bias_stored_as_a_column_is_read_as_its_one_column():
+    _, pmap = roles_and_map("rnn_cell", ColumnVectorCell)
+    assert {pmap.entries[name][0].layout for name in ("bias_ih", "bias_hh")} == {"column"}
+    assert forward_result("rnn_cell", ColumnVectorCell).outcome == "passed"
 
 
 def test_a_transposed_layout_is_read_transposed_square_matrices_included():

@@ -35,7 +35,9 @@ def test_every_case_has_half_forward_and_every_smooth_case_half_gradients(dtype)
         assert checks["forward"].cases() == [c for c in CASES if c.kind == kind]
         judged += checks["gradients"].cases()
         not_judged += [c for c in CASES if c.kind == kind and c not in judged]
-    assert not_judged and all(c.config.nonlinearity == "relu" for c in not_judged)
+    # relu's kink, and the rows whose point is the forward alone (saturated)
+    assert not_judged and all(c.config.nonlinearity == "relu" or not c.runs("gradients")
+                              for c in not_judged)
     assert {c.kind for c in judged} == {c.kind for c in CASES}
 
 

@@ -98,6 +98,14 @@ def test_a_wrong_function_is_its_mistake_in_half_precision_too_not_imprecision()
     assert "gru_cho_reset" in diagnoses and "lower_precision" not in diagnoses, _listing(results)
 
 
+def test_a_wrong_function_within_bfloat16_s_tolerance_is_not_called_imprecise():
+    # bfloat16's tolerance covers a hard sigmoid; its outputs are no bfloat16 values
+    results = run_checks(load(str(ROOT / f"{catalogue.ZOO}/math_bugs.py:LSTMCellHardSigmoid"),
+                              "lstm_cell"), kinds=["lstm_cell"], quick=True)
+    failed = [r for r in results if r.outcome == "failed"]
+    assert failed and "lower_precision" not in {r.diagnosis for r in failed}, _listing(failed)
+
+
 # Cell kinds: the command's exit codes at the smallest plan (each call starts two processes).
 CELL_BUG = next(row for row in catalogue.PLANTED if row.kind.endswith("_cell"))
 

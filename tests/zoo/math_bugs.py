@@ -90,3 +90,19 @@ class LSTMStepsInBfloat16(LSTM):
         low = lambda t: t.to(torch.bfloat16)  # noqa: E731
         result = super().step(low(x), tuple(map(low, state)), {k: low(v) for k, v in w.items()})
         return tuple(t.to(x.dtype) for t in result)
+
+
+class TanhFromExp(RNNCell):
+    def activation(self, z):
+        if self.nonlinearity != "tanh":
+            return super().activation(z)
+        return (torch.exp(z) - torch.exp(-z)) / (torch.exp(z) + torch.exp(-z))  # overflows
+
+
+class LSTMCellHardSigmoid(LSTMCell):
+    def step(self, x, state, w):
+        h, c = state
+        g = self.split(self.input_part(x, w) + self.hidden_part(h, w))
+        gate = lambda a: (0.2 * a + 0.5).clamp(0, 1)  # noqa: E731  (Keras 2's hard_sigmoid)
+        c = gate(g["f"]) * c + gate(g["i"]) * torch.tanh(g["g"])
+        return self.project(gate(g["o"]) * torch.tanh(c), w), c

@@ -50,8 +50,8 @@ catalogue.py (REAL_CODE).
 - `NoBidirectionalGRU`: torch.nn's GRU whose constructor raises NotImplementedError for
   bidirectional=True: a feature it says it lacks, not a wrong function.
 - `ColumnBiasLSTM`: one matrix and one (H, 1) bias column per gate and side (`W_ii`, `b_ii`,
-  ...), as tutorials write x @ W + b with broadcasting: the columns are no bias shape a rule
-  reads, so the function is not checked, never failed for biases it has and uses.
+  ...), used transposed as x @ W + b.T: each column is read as its bias, so the function is
+  checked, and what it gets wrong is what it does with unbatched input (a batch axis added).
 - `RightMultipliedRNNCell`: torch.nn's names, stored for x @ W (weight_ih (I, H), weight_hh
   (H, H)), with torch.nn's init and both biases: read transposed, and right.
 - `StateFirstRNNCell`: torch.nn's cell behind forward(h, x), the state first, as some tutorials

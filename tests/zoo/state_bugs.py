@@ -43,6 +43,12 @@ class BroadcastsH0(RNN):
         pass  # any state that broadcasts is accepted
 
 
+class C0Ignored(LSTM):
+    def initial_state(self, hx, x, batched):
+        h0, c0 = super().initial_state(hx, x, batched)
+        return h0, torch.zeros_like(c0)  # a given c0 is checked, then replaced by zeros
+
+
 class CutsC0ToTheBatch(LSTM):
     def initial_state(self, hx, x, batched):
         if hx is not None and batched:

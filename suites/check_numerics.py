@@ -193,6 +193,10 @@ def backward(run: Run, outputs: dict, grad_out: dict, leaves: dict, stored: dict
         held = "" if key == name else f" (holding {name})"
         raise Finding(f"{key}{held} does not require grad: frozen where torch.nn trains it",
                       parameter=name)
+    if not any(t.requires_grad for t in outputs.values()):
+        raise Finding("the outputs carry no autograd history (computed outside torch's autograd, "
+                      "in NumPy say, or detached): no gradient reaches the input or the "
+                      "parameters (declare backward unsupported where it has none)")
     owners = list({id(owner): owner for parts in stored.values() for owner, _, _ in parts}.values())
     wrt = [*leaves.values(), *owners]
     try:

@@ -241,6 +241,14 @@ def flatten_result(cfg, result) -> dict[str, torch.Tensor]:
     return dict(zip(names, values))
 
 
+def steps_listed(result) -> bool:
+    """Whether a layer's return value holds its output sequence as a list of step tensors, where
+    torch.nn's holds one tensor: `(outputs, state)` with `outputs` a list."""
+    return (isinstance(result, (tuple, list)) and len(result) == 2
+            and isinstance(result[0], (tuple, list)) and len(result[0]) > 0
+            and all(isinstance(step, torch.Tensor) for step in result[0]))
+
+
 def describe_structure(value) -> str:
     """What a return value is, in words: "a Tensor", "a tuple (Tensor, list (Tensor))"."""
     if isinstance(value, torch.Tensor):

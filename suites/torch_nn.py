@@ -50,7 +50,7 @@ from rnnbench.suites.divergence import locate
 from rnnbench.suites.kinds import SuiteKind, register_kind
 from rnnbench.suites.layers import blocks, is_batched, time_major
 from rnnbench.suites.results import Finding
-from rnnbench.suites.run import Run, describe_structure
+from rnnbench.suites.run import Run, describe_structure, steps_listed
 from rnnbench.suites.statistics import fits, sample_fit
 from rnnbench.suites.subject import call, state_shapes, to_numpy
 
@@ -358,13 +358,22 @@ def flatten_result(cfg: Config, result) -> dict[str, torch.Tensor]:
     """torch.nn's return structure ((output, h_n), (output, (h_n, c_n)), h, (h, c)) as tensors
     keyed by output name; Finding when it is not that. A lone tensor where torch.nn returns
     more is taken as the first output alone: the final state is then what the module lacks
-    (`probe_final_state`), and the rest is judged as usual."""
+    (`probe_final_state`), and the rest is judged as usual. An output sequence returned as a
+    list of steps is stacked, and a cell's state read out of a tuple (`_cell_state`): the
+    `output-structure` check holds those against the drop-in level."""
     if isinstance(result, torch.Tensor) and len(output_names(cfg)) > 1:
         return {output_names(cfg)[0]: result}
 
     def pair(value):
         return isinstance(value, (tuple, list)) and len(value) == 2
     lstm = cfg.family == "lstm"
+    if not cfg.is_cell and steps_listed(result):
+        steps = result[0]
+        time = 1 if cfg.batch_first and steps[0].dim() == 2 else 0
+        try:
+            result = (torch.stack(list(steps), time), result[1])
+        except RuntimeError:  # steps of different shapes: the structure is what is reported
+            pass
     if cfg.is_cell:
         parts = _cell_state(result, lstm)
     elif not pair(result):
@@ -374,11 +383,9 @@ def flatten_result(cfg: Config, result) -> dict[str, torch.Tensor]:
     else:
         parts = tuple(result)
     if parts is None or not all(isinstance(part, torch.Tensor) for part in parts):
-        stepwise = (not cfg.is_cell and isinstance(result, (tuple, list)) and result
-                    and isinstance(result[0], (tuple, list))
-                    and all(isinstance(t, torch.Tensor) for t in result[0]))
         raise Finding(f"forward returned {describe_structure(result)}, expected "
-                      f"{_expected_structure(cfg)}", "output_not_stacked" if stepwise else None)
+                      f"{_expected_structure(cfg)}",
+                      "output_not_stacked" if steps_listed(result) else None)
     return dict(zip(output_names(cfg), parts))
 
 
@@ -647,7 +654,7 @@ def extra_checks(kind: str) -> tuple[dict, ...]:
                       table=dropout, applies=_has_dropout),
                  dict(name="dropout-train", category="dropout", function=check_dropout.check_train,
                       table=dropout)]
-    if kind in CELL_KINDS:
+    if kind in KINDS:
         rows.append(dict(name="output-structure", category="construction",
                          function=check_construction.check_output_structure, table=general,
                          rows=1))

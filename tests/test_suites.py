@@ -410,6 +410,19 @@ def test_gradient_failure_names_the_parameter():
     assert all(r.message.startswith("the gradient w.r.t. weight_hh_l0 differs") for r in results)
 
 
+class DetachedRNNCell(nn.RNNCell):
+    """torch.nn's values with no autograd history, as a cell computed in NumPy returns them."""
+
+    def forward(self, input, hx=None):
+        return super().forward(input, hx).detach()
+
+
+def test_outputs_without_autograd_history_are_named_so():
+    results = failed(run(DetachedRNNCell, "rnn_cell", "gradients"))
+    assert results and all(r.message.startswith("the outputs carry no autograd history")
+                           for r in results)
+
+
 class ReverseReadsForwards(nn.RNN):
     """One bidirectional layer whose reverse direction reads the sequence forwards: its half of
     the output comes from running the module again on the time-flipped input."""

@@ -79,10 +79,14 @@ TARGETS = [
 
 
 def parse_extra(text: str) -> Target:
-    """"TARGET=KIND" from the command line."""
+    """"TARGET=KIND" from the command line; a file path in TARGET is taken from the current
+    folder (conform runs in the repository's)."""
     target, sep, kind = text.rpartition("=")
     if not sep or not target:
         raise SystemExit(f"expected TARGET=KIND, got {text!r}")
+    file, colon, attr = target.rpartition(":")
+    if colon and Path(file).exists():
+        target = f"{Path(file).resolve()}:{attr}"
     return Target(target, kind)
 
 
@@ -133,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     targets = [parse_extra(t) for t in args.extra_targets] or TARGETS
     targets = [t for t in targets if not args.only or args.only in Path(t.target).name]
-    out = args.out or Path(tempfile.mkdtemp(prefix="rnnbench-verdicts-"))
+    out = (args.out or Path(tempfile.mkdtemp(prefix="rnnbench-verdicts-"))).resolve()
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     for target in targets:

@@ -74,6 +74,7 @@ def _saturating(params, x):
     inf / inf = NaN; and within float16's range."""
     return params, 3000.0 * x
 
+
 CASES: tuple[Case, ...] = (
     *_rows(SEQ, "single-layer", 4, 6, input_size=3, hidden_size=5, quick=True),
     *_rows(SEQ, "h0-omitted", 2, 4, h0=False, features=OMITTED, input_size=3, hidden_size=5,
@@ -654,10 +655,8 @@ def extra_checks(kind: str) -> tuple[dict, ...]:
                       table=dropout, applies=_has_dropout),
                  dict(name="dropout-train", category="dropout", function=check_dropout.check_train,
                       table=dropout)]
-    if kind in KINDS:
-        rows.append(dict(name="output-structure", category="construction",
-                         function=check_construction.check_output_structure, table=general,
-                         rows=1))
+    rows.append(dict(name="output-structure", category="construction",
+                     function=check_construction.check_output_structure, table=general, rows=1))
     return tuple(rows)
 
 

@@ -311,7 +311,8 @@ def _defining(constructor: type, name: str):
     for klass in constructor.__mro__:
         if name in vars(klass):
             return vars(klass)[name]
-        stub = vars(klass).get("_methods", {}).get(name)
+        methods = vars(klass).get("_methods")
+        stub = methods.get(name) if isinstance(methods, dict) else None
         function = getattr(stub, "original_method", None)
         if getattr(function, "__qualname__", None) == f"{klass.__qualname__}.{name}":
             return function

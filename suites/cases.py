@@ -22,7 +22,9 @@ class Case:
     group (parameters, init, shapes, forward, gradients, errors, inputs, copies, or a kind's own
     check names); empty: every one. `adjust`: (params, x) -> (params, x), what makes the row
     what it is from the spec's draws (e.g. a recurrent matrix of a given norm); None: the draws
-    as they are."""
+    as they are. `tolerance_scale`: the factor on the policy's tolerance for this row, where
+    `adjust` scales the input up by it (a product's rounding error grows with its terms, not
+    with its result, which cancellation can leave small)."""
 
     name: str
     config: object
@@ -33,6 +35,7 @@ class Case:
     features: tuple[str, ...] = ()
     only: tuple[str, ...] = ()
     adjust: Callable | None = None
+    tolerance_scale: float = 1.0
 
     @property
     def kind(self) -> str:

@@ -20,7 +20,11 @@ def precision_reached(run, observed: dict, expected: dict) -> str | None:
     outputs agree with the reference: the precision a module right only to that accuracy
     computes in. bfloat16's tolerance is loose enough to cover wrong functions too (a hard
     sigmoid, a small zoneout), so it is named only where every output value is a bfloat16
-    value, as results computed in it and cast back are. None where no coarser dtype fits."""
+    value, as results computed in it and cast back are; and none is named on a case whose
+    tolerance is scaled up (the saturated one), loose enough to cover them in any dtype. None
+    where no coarser dtype fits."""
+    if run.case.tolerance_scale != 1.0:
+        return None
     return next((dtype for dtype in COARSER.get(run.dtype, ())
                  if agree(observed, expected, run.tolerance_as(dtype))
                  and (dtype != "bfloat16" or _all_bfloat16(observed, run.dtype))), None)

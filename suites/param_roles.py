@@ -52,26 +52,24 @@ def _separators(match: re.Match) -> str:
     return "".join(match[i] or "" for i in (1, 3, 4, 6))
 
 
-def learn_roles(cfg: Config, shapes: dict[str, tuple], linear: frozenset[str] = frozenset()
-                ) -> dict[str, tuple[str, str]]:
+def learn_roles(cfg: Config, shapes: dict[str, tuple], linear: frozenset[str] = frozenset(),
+                norms: frozenset[str] = frozenset()) -> dict[str, tuple[str, str]]:
     """For a one-layer, one-direction module's state_dict shapes: template -> (block, layout),
     where block is a spec block ("weight_ih", ...) or "combined" (one matrix over [x, h]), and
     layout "plain" or "T" (stored transposed). What shapes cannot tell, the order of x and h in a
     combined matrix and of the gates in a stacked one, is a `Reading`; a square matrix is stored
     as the module's other matrices are, unless `linear` holds its key (an nn.Linear's weight).
-    MappingError when the keys cannot be matched uniquely."""
+    The keys in `norms` (a normalisation layer's gain and shift) are none of the recurrence's
+    blocks, whatever their shape: they are left for the checks, as any parameter outside the
+    spec's. MappingError when the keys cannot be matched uniquely."""
     spec = {blocks(cfg)[name]: shape for name, shape in param_shapes(cfg).items()}
     rows = spec["weight_ih"][0]
     inputs, width = cfg.input_size, cfg.output_size
     roles: dict[str, tuple[str, str]] = {}
     torch_names = blocks(cfg)
-    # A submodule whose weight is a vector is a normalisation's gain (LayerNorm's), with its
-    # shift: neither is one of the recurrence's blocks, whatever its length.
-    norms = {key.rpartition(".")[0] for key, shape in shapes.items()
-             if key.endswith(".weight") and len(shape) == 1}
     for key, shape in shapes.items():
-        if "." in key and key.rpartition(".")[0] in norms:
-            continue  # left for the checks, as any parameter outside the spec's
+        if key in norms:
+            continue
         if key in torch_names:  # torch.nn's own name: its own block, stored x @ W's way maybe
             want = spec[torch_names[key]]
             transposed = len(want) == 2 and tuple(shape) == tuple(want[::-1])
@@ -171,9 +169,11 @@ def _choose(key: str, candidates: list[tuple[str, str]]) -> tuple[str, str]:
 _GATE_WORDS = {"i": ("i", "in", "input"), "f": ("f", "forget"), "o": ("o", "out", "output"),
                "g": ("g", "c", "cell", "candidate", "u"), "r": ("r", "reset"),
                "z": ("z", "u", "update"), "n": ("n", "h", "c", "candidate", "new")}
-# Words that name a gate only where the key says "gate" too: a GRU's candidate in code that
-# names its gates reset, update and out (`out_gate`), where a bare `out` is an output layer.
+# Words that name a gate only beside the others' words, or where the key says "gate" too: a
+# GRU's candidate in code that names its gates reset, update and out (`out_gate`), where an
+# `out` beside W_ir, W_hz, ... is an output layer.
 _GATE_WORDS_BESIDE_GATE = {"n": ("out",)}
+_WORDED_GATES = ("reset", "update")
 
 
 def _name_words(key: str) -> list[str]:
@@ -185,15 +185,16 @@ def _name_words(key: str) -> list[str]:
     return [w for w in words if w not in ("gate", "")]
 
 
-def _gate(key: str, gates: tuple[str, ...]) -> str | None:
-    """The gate a per-gate parameter's name says (W_ii, W_hf, U_z, W_xc, forget_gate.weight...)."""
+def _gate(key: str, gates: tuple[str, ...], worded: bool = False) -> str | None:
+    """The gate a per-gate parameter's name says (W_ii, W_hf, U_z, W_xc, forget_gate.weight...);
+    `worded`: the module names its other gates in words (reset, update)."""
     words = _name_words(key)
     if not words:
         return None
     last = words[-1]
     # "ii", "hf", "xc": the side's letter, then the gate's
     candidates = [last, last[1:]] if len(last) == 2 and last[0] in "xih" else [last]
-    beside_gate = "gate" in key.lower()
+    beside_gate = worded or "gate" in key.lower()
     for text in candidates:
         found = [g for g in gates if text in _GATE_WORDS[g]
                  or (beside_gate and text in _GATE_WORDS_BESIDE_GATE.get(g, ()))]
@@ -202,12 +203,12 @@ def _gate(key: str, gates: tuple[str, ...]) -> str | None:
     return None
 
 
-def _gates_named(key: str, gates: tuple[str, ...]) -> list[str]:
+def _gates_named(key: str, gates: tuple[str, ...], worded: bool = False) -> list[str]:
     """What a per-gate parameter's name may say, most likely first: the one gate it names
     (W_ii, U_z, forget_gate), and the gates of a matrix holding some of them stacked, in the
     name's order ("rz" in `linear_rz`: r's rows, then z's). The parameter's shape tells which
     ("W_if": the forget gate's input side, or the i and f gates stacked)."""
-    single = _gate(key, gates)
+    single = _gate(key, gates, worded)
     words = _name_words(key)
     last = words[-1] if words else ""
     stacked = (1 < len(last) < len(gates) and len(set(last)) == len(last)
@@ -231,15 +232,17 @@ def _per_gate(cfg: Config, shapes: dict[str, tuple], roles: dict) -> None:
     in torch.nn's gate order by `resolve`. The side comes from the shape (input != hidden on the
     probe), the gates from the name, read as the shape allows."""
     hidden, inputs, width = cfg.hidden_size, cfg.input_size, cfg.output_size
+    worded = any(word in _WORDED_GATES for key in shapes for word in _name_words(key))
     for name, shape in shapes.items():
-        for gates in _gates_named(name, cfg.gates) if len(shape) == 2 else ():
+        for gates in _gates_named(name, cfg.gates, worded) if len(shape) == 2 else ():
             side = _weight_side(tuple(shape), len(gates) * hidden, inputs, width)
             if side:
                 roles[template(name)] = (f"{side[0]}:{gates}", side[1])
                 break
     for name, shape in shapes.items():
         owner = roles.get(template(name.rsplit(".", 1)[0] + ".weight")) if name.endswith(".bias") else None
-        readings = [owner[0].partition(":")[2]] if owner else _gates_named(name, cfg.gates)
+        readings = ([owner[0].partition(":")[2]] if owner else
+                    _gates_named(name, cfg.gates, worded))
         gates = next((g for g in readings if g and (
             tuple(shape) == (len(g) * hidden,)
             or (tuple(shape) in ((1, len(g) * hidden), (len(g) * hidden, 1))

@@ -10,6 +10,8 @@ and keyed by the spec's output names ("output", "h_n", "c_n"; cells "h", "c").
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import torch
 
@@ -146,13 +148,16 @@ class Run:
         """The outputs' tolerance, or the gradients' (one, or one per name where the kind's
         tolerance depends on the run's values)."""
         if self.spec.run_tolerance is not None:
-            return self.spec.run_tolerance(self.cfg, self.dtype, self.params, self.x64, self.hx64,
-                                           grad_out if gradient else None)
+            return _scaled(self.spec.run_tolerance(self.cfg, self.dtype, self.params, self.x64,
+                                                   self.hx64, grad_out if gradient else None),
+                           self.case.tolerance_scale)
         return self.tolerance_as(policy_dtype(self.dtype, self.subject.device), gradient)
 
     def tolerance_as(self, dtype: str, gradient: bool = False):
-        """The policy's tolerance for this run's length and depth, as if computed in `dtype`."""
-        return self.spec.tolerance(self.cfg, dtype, self.case.steps, gradient)
+        """The policy's tolerance for this run's length and depth, as if computed in `dtype`
+        (times the case's `tolerance_scale`)."""
+        return _scaled(self.spec.tolerance(self.cfg, dtype, self.case.steps, gradient),
+                       self.case.tolerance_scale)
 
     def call(self, x=None, hx=_UNSET, module=None, cfg=None) -> dict[str, torch.Tensor]:
         """Run a module (default: this run's, on its inputs; pass `cfg` with another module);
@@ -221,6 +226,16 @@ class Run:
         if value.device != x.device:
             return Finding(f"{name} is on {value.device}, expected {x.device} (the input's)")
         return None
+
+
+def _scaled(tolerance, scale: float):
+    """A Tolerance (or a dict of them, by name) with atol and rtol times `scale`."""
+    if scale == 1.0:
+        return tolerance
+    if isinstance(tolerance, dict):
+        return {name: _scaled(tol, scale) for name, tol in tolerance.items()}
+    return dataclasses.replace(tolerance, atol=tolerance.atol * scale,
+                               rtol=tolerance.rtol * scale)
 
 
 def _coarser(dtype: torch.dtype, than: torch.dtype) -> bool:

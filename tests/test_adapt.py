@@ -230,6 +230,15 @@ def test_a_script_module_s_own_python_forward_is_read_before_the_compiled_one_it
                                            "unsupported", {})
 
 
+class HelperNamedMethodsLSTM(nn.LSTM):
+    def _methods(self):  # a name a TorchScript class keeps its compiled methods under
+        return []
+
+
+def test_a_class_attribute_named_like_torchscript_s_is_left_alone():
+    assert adapt("lstm", HelperNamedMethodsLSTM) is HelperNamedMethodsLSTM
+
+
 def test_an_omitted_state_for_packed_input_is_zeros_of_its_batch():
     packed = nn.utils.rnn.pack_sequence([torch.ones(3, 2), torch.ones(2, 2)])
     h0, c0 = zero_state(Config("lstm", 2, 5, num_layers=2), packed)
@@ -550,11 +559,63 @@ def test_a_reading_no_probe_could_hold_leaves_the_function_not_checked_everywher
     assert result.outcome == "failed" and not_run(result), result.message
 
 
+class VectorHolder(nn.Module):
+    def __init__(self, size):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(size))
+
+
+class SubmoduleBiasCell(nn.Module):
+    """Each bias a vector held as a submodule's `.weight`: no normalisation layer."""
+
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        self.W_ih = nn.Parameter(torch.randn(hidden_size, input_size))
+        self.W_hh = nn.Parameter(torch.randn(hidden_size, hidden_size))
+        self.b_ih, self.b_hh = VectorHolder(hidden_size), VectorHolder(hidden_size)
+
+    def forward(self, x, h):
+        return torch.tanh(x @ self.W_ih.T + self.b_ih.weight + h @ self.W_hh.T + self.b_hh.weight)
+
+
+def test_a_vector_named_weight_outside_a_normalisation_layer_is_read_as_what_it_is():
+    assert forward_result("rnn_cell", SubmoduleBiasCell).outcome == "passed"
+
+
+class LayerNormedLSTM(nn.Module):
+    """One layer of torch.nn's LSTM cell under `cells.0`, its gates layer-normalised."""
+
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        self.cells = nn.ModuleList([nn.LSTMCell(input_size, hidden_size)])
+        self.norm = nn.LayerNorm(4 * hidden_size)
+
+    def forward(self, x, state):
+        cell, (h, c) = self.cells[0], (state[0][0], state[1][0])
+        outputs = []
+        for x_t in x:
+            gates = self.norm(x_t @ cell.weight_ih.T + cell.bias_ih + h @ cell.weight_hh.T
+                              + cell.bias_hh)
+            i, f, g, o = gates.chunk(4, -1)
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            h = torch.sigmoid(o) * torch.tanh(c)
+            outputs.append(h)
+        return torch.stack(outputs), (h[None], c[None])
+
+
+def test_a_layer_normalised_stack_is_judged_its_norm_left_out_of_the_spec_s_parameters():
+    from rnnbench.suites.results import not_run
+
+    result = forward_result("lstm", LayerNormedLSTM, "single-layer")
+    assert result.outcome == "failed" and not not_run(result), result.message
+
+
 def test_a_layer_norm_s_gain_and_shift_are_no_biases():
     # a stack of layer-normalised cells: torch.nn's cell names, and a LayerNorm beside them
     shapes = {"cells.0.weight_ih": (20, 3), "cells.0.weight_hh": (20, 5), "cells.0.bias_ih": (20,),
               "cells.0.bias_hh": (20,), "cells.0.ln.weight": (20,), "cells.0.ln.bias": (20,)}
-    roles = param_roles.learn_roles(Config("lstm", 3, 5), shapes)
+    roles = param_roles.learn_roles(Config("lstm", 3, 5), shapes,
+                                    norms=frozenset({"cells.0.ln.weight", "cells.0.ln.bias"}))
     assert {name: block for name, (block, _) in roles.items()} == {
         "cells.#.weight_ih": "weight_ih", "cells.#.weight_hh": "weight_hh",
         "cells.#.bias_ih": "bias_ih", "cells.#.bias_hh": "bias_hh"}
@@ -568,9 +629,10 @@ def test_gate_names_are_read_whole_and_a_gate_no_name_gives_is_unreadable_not_mi
         "combined:z", "combined:r", "combined:n"]
     # "out" is a GRU's candidate where the gates are named reset, update and out; a bare
     # "out" beside gates named otherwise is an output layer
-    named = {f"{gate}_gate.weight": (5, 8) for gate in ("reset", "update", "out")}
-    roles = param_roles.learn_roles(Config("gru_cell", 3, 5), named)
-    assert roles["out_gate.weight"][0] == "combined:n"
+    for suffix in ("_gate", ""):
+        named = {f"{gate}{suffix}.weight": (5, 8) for gate in ("reset", "update", "out")}
+        roles = param_roles.learn_roles(Config("gru_cell", 3, 5), named)
+        assert roles[f"out{suffix}.weight"][0] == "combined:n"
     readout = {**{f"W_{side}{gate}.weight": (5, 3 if side == "i" else 5)
                   for side in "ih" for gate in "rzn"}, "out.weight": (5, 5)}
     assert "out.weight" not in param_roles.learn_roles(Config("gru_cell", 3, 5), readout)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 from rnnbench.reference import Config, param_shapes, param_suffix
 from rnnbench.suites.layers import blocks
-from rnnbench.suites.parammap import MappingError, ParamMap, Piece
+from rnnbench.suites.parammap import MappingError, ParamMap, Piece, vector_layout
 
 _DIGITS = re.compile(r"\d+")
 
@@ -253,8 +253,7 @@ def _per_gate(cfg: Config, shapes: dict[str, tuple], roles: dict) -> None:
                 {"input": "weight_ih", "hidden": "weight_hh"}.get(
                     _side(name) or _side_letter(name), "weight_ih"))
         bias = "bias_hh" if side == "weight_hh" else "bias_ih"  # a matrix over [x, h]: input's
-        layout = "plain" if len(shape) == 1 else "row" if shape[0] == 1 else "column"
-        roles[template(name)] = (f"{bias}:{gates}", layout)
+        roles[template(name)] = (f"{bias}:{gates}", vector_layout(tuple(shape)))
 
 
 def _weight_side(shape: tuple, rows: int, inputs: int, width: int) -> tuple[str, str] | None:

@@ -61,6 +61,17 @@ class Piece:
         return f"{text}[{rows}]" if self.rows else text
 
 
+def vector_layout(shape: tuple) -> str | None:
+    """The layout of an entry holding a vector: "plain" (n,), "row" (1, n), as x @ W + b
+    broadcasts it, "column" (n, 1), as column-vector code's W @ x + b does; None for another
+    shape."""
+    if len(shape) == 1:
+        return "plain"
+    if len(shape) == 2 and 1 in shape:
+        return "row" if shape[0] == 1 else "column"
+    return None
+
+
 @dataclass(frozen=True)
 class ParamMap:
     """Spec name -> the pieces holding it, concatenated along the first axis; no pieces: the
@@ -163,9 +174,8 @@ def from_user(cfg, shapes: dict[str, tuple], user: dict[str, str]) -> ParamMap:
         if name not in spec:
             raise MappingError(f"--param-map {key}={name}: the spec has no parameter {name!r} "
                                f"for {cfg.describe()}")
-        if layout == "plain" and len(spec[name]) == 1 and len(shapes[key]) == 2:
-            # a (1, n) bias, as x @ W + b broadcasts it; an (n, 1) one, as W @ x + b does
-            layout = {1: "row"}.get(shapes[key][0]) or {1: "column"}.get(shapes[key][1], layout)
+        if layout == "plain" and len(spec[name]) == 1:
+            layout = vector_layout(shapes[key]) or layout
         entries[name].append(Piece(key, layout))
     # The submodules the map's own keys sit in: where the other names are looked for too.
     owners = {key.rpartition(".")[0] + "." for key in user if "." in key}

@@ -158,8 +158,11 @@ class Adapted:
             self.unsupported["factory_kwargs"] = (
                 f"the constructor takes no {' or '.join(f'`{n}`' for n in missing)}: "
                 "modules are built, then moved with .to()")
-        # A factory function's forward is that of the class it builds.
-        forward_of = constructor if isinstance(constructor, type) else self._built_class()
+        # A factory function's forward is that of the class it builds, or of the scripted
+        # module it returns (torch.jit.script(module)), whose class says nothing of it.
+        built = None if isinstance(constructor, type) else self._built()
+        forward_of = (constructor if isinstance(constructor, type) else
+                      built if isinstance(built, torch.jit.RecursiveScriptModule) else type(built))
         self.forward_features = _forward_features(forward_of)
         self.unsupported.update({feature: reason for feature, reason in
                                  self.forward_features.items()})
@@ -198,11 +201,11 @@ class Adapted:
                 pass
             return rejected
 
-    def _built_class(self) -> type | None:
-        """The class of what the constructor builds at small sizes with torch.nn's defaults;
-        None where it does not build (the checks report why)."""
+    def _built(self):
+        """What the constructor builds at small sizes with torch.nn's defaults; None where it
+        does not build (the checks report why)."""
         try:
-            return type(self._probe_build(self._torch_defaults()))
+            return self._probe_build(self._torch_defaults())
         except Exception:
             return None
 
@@ -286,18 +289,23 @@ def _is_plain_class(constructor) -> bool:
 
 def _forward_positional(constructor) -> list[inspect.Parameter] | None:
     """The positional parameters of a class's forward (its __call__ for a plain class that has
-    one), self left out; None where they are not known (not a class, *args, no signature)."""
-    if not isinstance(constructor, type):
+    one) or of a scripted module's compiled forward, self left out; None where they are not
+    known (not a class, *args, no signature)."""
+    if isinstance(constructor, torch.jit.RecursiveScriptModule):
+        signature = _signature(constructor.forward)  # bound: no self
+        params = list(signature.parameters.values()) if signature else []
+    elif isinstance(constructor, type):
+        # Read statically: a class's own attribute machinery (torch.jit.ScriptModule's, for
+        # one) may run code, or raise, when an attribute is looked up on the class.
+        plain_call = not issubclass(constructor, nn.Module) and any(
+            "__call__" in vars(klass) for klass in constructor.__mro__)  # its instances'
+        method = _defining(constructor, "__call__" if plain_call else "forward")
+        signature = _signature(method) if callable(method) else None
+        params = list(signature.parameters.values())[1:] if signature else []  # without self
+    else:
         return None
-    # Read statically: a class's own attribute machinery (torch.jit.ScriptModule's, for one)
-    # may run code, or raise, when an attribute is looked up on the class.
-    plain_call = not issubclass(constructor, nn.Module) and any(
-        "__call__" in vars(klass) for klass in constructor.__mro__)  # its instances', not type's
-    method = _defining(constructor, "__call__" if plain_call else "forward")
-    signature = _signature(method) if callable(method) else None
     if signature is None:
         return None
-    params = list(signature.parameters.values())[1:]  # without self
     if any(p.kind == p.VAR_POSITIONAL for p in params):
         return None
     return [p for p in params if p.kind in _POSITIONAL]

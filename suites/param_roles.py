@@ -67,6 +67,7 @@ def learn_roles(cfg: Config, shapes: dict[str, tuple], linear: frozenset[str] = 
     inputs, width = cfg.input_size, cfg.output_size
     roles: dict[str, tuple[str, str]] = {}
     torch_names = blocks(cfg)
+    fitting: dict[str, list[tuple[str, str]]] = {}
     for key, shape in shapes.items():
         if key in norms:
             continue
@@ -83,8 +84,15 @@ def learn_roles(cfg: Config, shapes: dict[str, tuple], linear: frozenset[str] = 
                       and (layout in ("plain", "T") or _bias_named(key))]
         if tuple(shape) in ((rows, inputs + width), (inputs + width, rows)):
             candidates.append(("combined", "plain" if shape[0] == rows else "T"))
-        if not candidates:
-            continue  # not a recurrent parameter (an output layer, say): left for the checks
+        if candidates:  # else not a recurrent parameter (an output layer, say): left for the checks
+            fitting[key] = candidates
+    filled = {block for block, _ in roles.values()} | {
+        block for key, candidates in fitting.items() if not _readout_named(key)
+        for block, _ in candidates}
+    for key, candidates in fitting.items():
+        # min-char-rnn's Why (vocab x H) has weight_ih's shape transposed where vocab = input
+        if _readout_named(key) and {block for block, _ in candidates} <= filled:
+            continue
         roles[template(key)] = _choose(key, candidates)
     if not {"weight_ih", "combined"} & {block for block, _ in roles.values()}:
         _per_gate(cfg, {k: v for k, v in shapes.items() if template(k) not in roles}, roles)
@@ -121,6 +129,18 @@ def learn_roles(cfg: Config, shapes: dict[str, tuple], linear: frozenset[str] = 
             raise MappingError(f"{seen[block]} and {name} both look like {block}")
         seen[block] = name
     return roles
+
+
+# An output layer's parameter in course code: y is the output beside x and h (or a), W_hy, Why,
+# Wya, by; or the name-classification tutorial's i2o/h2o.
+_READOUT = re.compile(r"(w|b|weight|bias)?_?([hax]?2?y|y[hax]?|[ih]2o)")
+
+
+def _readout_named(key: str) -> bool:
+    """Whether a key's name says it belongs to an output layer over the state, not to the
+    recurrence (an nn.Linear's `weight`/`bias` speak for the submodule)."""
+    parts = [p for p in key.lower().split(".") if p not in ("weight", "bias") and not p.isdigit()]
+    return bool(parts) and _READOUT.fullmatch(parts[-1]) is not None
 
 
 def _bias_named(key: str) -> bool:

@@ -121,14 +121,17 @@ def plan(impl: Implementation, kinds=None, quick: bool = False, checks: str | No
                  for check in checks_of(kind) for row in check.cases(quick)]
     if checks is None:
         return items
-    chosen = [item for item in items if any(fnmatch.fnmatchcase(text, pattern)
-                                            for text in (item.id, f"{item.kind}/{item.id}")
-                                            for pattern in checks.split(","))]
-    if not chosen:
-        raise UsageError(f"--check {checks}: no check matches (ids look like "
-                         f"{items[0].id if items else 'forward/single-layer'}; "
-                         "`rnnbench list checks` lists them)")
-    return chosen
+    def matches(item: Item, pattern: str) -> bool:
+        return any(fnmatch.fnmatchcase(text, pattern) for text in (item.id, f"{item.kind}/{item.id}"))
+
+    patterns = checks.split(",")
+    # one mistyped pattern among several must not quietly drop its checks
+    for pattern in patterns:
+        if not any(matches(item, pattern) for item in items):
+            raise UsageError(f"--check {pattern}: no check matches (ids look like "
+                             f"{items[0].id if items else 'forward/single-layer'}; "
+                             "`rnnbench list checks` lists them)")
+    return [item for item in items if any(matches(item, pattern) for pattern in patterns)]
 
 
 FUZZ = Check("fuzz", "forward", check_fuzz, table=(), dtype="float64")

@@ -210,10 +210,26 @@ class ScriptedStateRequiredCell(torch.jit.ScriptModule):
         return self.cell(x, h_prev)
 
 
-@pytest.mark.parametrize("constructor", [make_state_required_cell, ScriptedStateRequiredCell],
-                         ids=["factory function", "TorchScript script_method"])
+class WrappedStateRequiredCell(nn.Module):
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        self.cell = nn.RNNCell(input_size, hidden_size)
+
+    def forward(self, x, h_prev):
+        return self.cell(x, h_prev)
+
+
+def make_scripted_state_required_cell(input_size, hidden_size):
+    return torch.jit.script(WrappedStateRequiredCell(input_size, hidden_size))
+
+
+@pytest.mark.parametrize("constructor", [make_state_required_cell, ScriptedStateRequiredCell,
+                                         make_scripted_state_required_cell],
+                         ids=["factory function", "TorchScript script_method",
+                              "factory of torch.jit.script(module)"])
 def test_a_required_state_is_read_from_the_forward_that_runs(constructor):
-    # a factory's forward is the built class's; a ScriptModule's, the function it compiled
+    # a factory's forward is the built class's, or the scripted module's compiled one; a
+    # ScriptModule's, the function it compiled
     adapted = adapt("rnn_cell", constructor)
     assert "optional_state" in adapted.unsupported, adapted
     module = adapted(3, 5)
@@ -619,6 +635,23 @@ def test_a_layer_norm_s_gain_and_shift_are_no_biases():
     assert {name: block for name, (block, _) in roles.items()} == {
         "cells.#.weight_ih": "weight_ih", "cells.#.weight_hh": "weight_hh",
         "cells.#.bias_ih": "bias_ih", "cells.#.bias_hh": "bias_hh"}
+
+
+def test_an_output_layer_named_for_y_yields_to_the_recurrence_s_own_matrix():
+    # min-char-rnn and Coursera's RNN: the readout (vocab x H, vocab = input) has weight_ih's
+    # shape transposed, and the names say which one the recurrence uses
+    for readout, bias, names in (("Why", "by", ("Wxh", "Whh", "bh")),
+                                 ("Wya", "by", ("Wax", "Waa", "ba")),
+                                 ("h2o.weight", "h2o.bias", ("x2h.weight", "h2h.weight", "x2h.bias"))):
+        shapes = {names[0]: (5, 3), names[1]: (5, 5), names[2]: (5,), readout: (3, 5), bias: (5,)}
+        roles = param_roles.learn_roles(Config("rnn_cell", 3, 5), shapes)
+        assert {block: layout for block, layout in roles.values()} == {
+            "weight_ih": "plain", "weight_hh": "plain", "bias_ih": "plain"}
+        assert param_roles.template(readout) not in roles
+        assert param_roles.template(bias) not in roles
+    # a y-named matrix that is the only one of its shape is the recurrence's
+    alone = {"W_xy": (5, 3), "W_hh": (5, 5)}
+    assert param_roles.learn_roles(Config("rnn_cell", 3, 5), alone)["W_xy"] == ("weight_ih", "plain")
 
 
 def test_gate_names_are_read_whole_and_a_gate_no_name_gives_is_unreadable_not_missing():

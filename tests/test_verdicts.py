@@ -278,6 +278,13 @@ def test_unknown_unsupported_features_are_a_usage_error(capsys):
     assert "sideways" in capsys.readouterr().err
 
 
+def test_a_mistyped_pattern_among_several_is_a_usage_error_naming_it(capsys):
+    assert main(["conform", "native", "--kind", "rnn",
+                 "--check", "parameters/single-layer,forwrd/single-layer"]) == 2
+    err = capsys.readouterr().err
+    assert "--check forwrd/single-layer: no check matches" in err, err
+
+
 def test_a_fuzz_search_keeps_distinct_failures_apart_each_with_its_smallest_case():
     from rnnbench.impls import load
     from rnnbench.suites import run_checks

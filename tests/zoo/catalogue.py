@@ -257,6 +257,8 @@ REAL_CODE = [
     RealCode(f"{REAL}:ResetUpdateLinearGRUCell", "gru_cell", "param_names", YES, NO, {}),
     RealCode(f"{REAL}:WeightDropRNN", "rnn", "param_names", YES, NO, {}),
     RealCode(f"{REAL}:NoDropoutRNN", "rnn", "", YES, NO, {"dropout": "observed"}),
+    RealCode(f"{REAL}:MinCharRNNCell", "rnn_cell", "init_wrong_distribution", NO, NO,
+             dict.fromkeys(("no_bias", "factory_kwargs", "optional_state"), "signature")),
     RealCode(f"{REAL}:ReadoutRNNCell", "rnn_cell", "forward returned a tuple (Tensor, Tensor)",
              NO, NO, {}),
     RealCode(f"{REAL}:StateFirstIfogLSTMCell", "lstm_cell", "param_names", YES, NO,

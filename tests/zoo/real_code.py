@@ -73,6 +73,9 @@ catalogue.py (REAL_CODE).
   LSTM layer returns them: the right function behind another return convention.
 - `ForgetBiasOutputAndStateLSTMCell`: the same return convention over a TensorFlow port's cell
   that adds 1 to the forget gate in every step: the state is read out of the wrapping and judged.
+- `MinCharRNNCell`: min-char-rnn's step in torch: `Wxh`, `Whh`, a column bias `bh`, and the
+  readout `Why` (vocab x H, the vocabulary being the input) with `by`, applied by a method of its
+  own: Why has weight_ih's shape transposed, and its name says it is the output layer's.
 - `NoDropoutRNN`: torch.nn's RNN whose constructor raises NotImplementedError for any dropout,
   with one layer too, where torch.nn takes it and drops nothing: a feature it says it lacks.
 - `ResetUpdateLinearGRUCell`: torch.nn's GRU cell from four nn.Linear, the reset and update
@@ -567,3 +570,20 @@ class WeightDropRNN(nn.RNN):
             return plain_forward(*args, **kwargs)
 
         self.forward = forward  # the instance's own forward, closing over `self`
+
+
+class MinCharRNNCell(nn.Module):
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        vocab_size = input_size
+        self.Wxh = nn.Parameter(torch.randn(hidden_size, input_size) * 0.01)
+        self.Whh = nn.Parameter(torch.randn(hidden_size, hidden_size) * 0.01)
+        self.Why = nn.Parameter(torch.randn(vocab_size, hidden_size) * 0.01)
+        self.bh = nn.Parameter(torch.zeros(hidden_size, 1))
+        self.by = nn.Parameter(torch.zeros(vocab_size, 1))
+
+    def forward(self, x, h):
+        return torch.tanh(x @ self.Wxh.T + h @ self.Whh.T + self.bh[:, 0])
+
+    def logits(self, h):
+        return h @ self.Why.T + self.by[:, 0]

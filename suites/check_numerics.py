@@ -87,7 +87,8 @@ def _other_parameters_at_zero(run: Run, wrong: Finding) -> Finding | None:
     if not others or _varied(run, others, zero=True) is not None:
         return None
     return Finding(f"the output depends on {listed(list(others))}, which the spec's function has "
-                   f"no place for: with them at zero it is the reference's; as built, "
+                   f"no place for: with {'it' if len(others) == 1 else 'them'} at zero it is the "
+                   f"reference's; as built, "
                    f"{wrong.message}", "other_parameters", parameter=next(iter(others)))
 
 
@@ -136,7 +137,7 @@ def check_gradients(subject, case, dtype: str, inputs: bool = True) -> dict:
         imprecise = None
     except Finding as finding:
         if finding.diagnosis != "lower_precision":
-            raise
+            raise _other_parameters_at_zero(run, finding) or finding from None
         # Right to a coarser dtype's accuracy: the gradients are still compared, to that
         # accuracy, so wrong ones are the finding rather than hidden behind the imprecision.
         imprecise = finding

@@ -10,7 +10,8 @@ second bias of a one-bias layout) is held at zero by the checks, so the rest can
 The map comes from, in order (`rnnbench.suites.subject.Subject.layout`):
 1. the module's own names, when they are the spec's (the identity);
 2. a map the user gives (`Implementation.param_map`, `--param-map KEY=NAME`, where NAME may end
-   in `.T` for a transposed entry);
+   in `.T` for a transposed entry, then in `:GATES` for an entry holding those gates' rows in
+   that order, `x2h.weight=weight_ih:zr`);
 3. the kind's own inference, where its family has one (torch.nn's: `param_roles`, from shapes
    with names to break ties); else the spec's names found inside a nested module
    (`recurrent.layer.A` for `A`), `by_name`.
@@ -160,23 +161,42 @@ def parse_user_map(text: str) -> dict[str, str]:
 
 
 def from_user(cfg, shapes: dict[str, tuple], user: dict[str, str]) -> ParamMap:
-    """The map a user gave (module key -> spec name, `.T` for transposed), the module's
-    spec-named entries kept as they are (a spec name the map leaves out is its own key, or that
-    name in a submodule the map's keys sit in: `module.` for `module.weight_hh_l0_raw`);
-    MappingError for a name the spec does not have."""
+    """The map a user gave (module key -> spec name, `.T` for transposed, `:GATES` for a key
+    holding those gates' rows in that order, `weight_ih:zr`), the module's spec-named entries
+    kept as they are (a spec name the map leaves out is its own key, or that name in a submodule
+    the map's keys sit in: `module.` for `module.weight_hh_l0_raw`); MappingError for a name the
+    spec does not have, or gates it does not."""
     spec = spec_shapes(cfg)
     entries: dict[str, list[Piece]] = {name: [] for name in spec}
-    for key, name in user.items():
+    gated: dict[str, dict[str, Piece]] = {}
+    for key, given in user.items():
+        name, _, gates = given.partition(":")
         layout = "T" if name.endswith(".T") else "plain"
         name = name.removesuffix(".T")
         if key not in shapes:
+            if key.endswith(".T") and key[:-2] in shapes:
+                raise MappingError(f"--param-map {key}={given}: .T goes after the name "
+                                   f"({key[:-2]}={name}.T{':' + gates if gates else ''})")
             continue  # a map written for another configuration (e.g. more layers)
         if name not in spec:
-            raise MappingError(f"--param-map {key}={name}: the spec has no parameter {name!r} "
+            raise MappingError(f"--param-map {key}={given}: the spec has no parameter {name!r} "
                                f"for {cfg.describe()}")
         if layout == "plain" and len(spec[name]) == 1:
             layout = vector_layout(shapes[key]) or layout
-        entries[name].append(Piece(key, layout))
+        if not gates:
+            entries[name].append(Piece(key, layout))
+            continue
+        if len(set(gates)) != len(gates) or not set(gates) <= set(cfg.gates):
+            raise MappingError(f"--param-map {key}={given}: the gates of {cfg.describe()} are "
+                               f"{', '.join(cfg.gates)}, each once")
+        rows = cfg.hidden_size
+        for index, gate in enumerate(gates):
+            gated.setdefault(name, {})[gate] = Piece(key, layout, rows=(index * rows, (index + 1) * rows))
+    for name, pieces in gated.items():
+        if set(pieces) != set(cfg.gates) or entries[name]:
+            raise MappingError(f"--param-map gives {name} for gates {', '.join(pieces)} only, of "
+                               f"{', '.join(cfg.gates)} (each key holding some of them says which)")
+        entries[name] = [pieces[gate] for gate in cfg.gates]
     # The submodules the map's own keys sit in: where the other names are looked for too.
     owners = {key.rpartition(".")[0] + "." for key in user if "." in key}
     for name in spec:

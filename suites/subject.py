@@ -203,7 +203,8 @@ class Subject:
                           f"; say which is which with --param-map KEY=NAME,... (its keys: "
                           f"{', '.join(f'{k} {s}' for k, s in shapes.items())}; the spec's "
                           f"names: {', '.join(spec_shapes(cfg))}; NAME.T: stored transposed; "
-                          "several keys given one name are stacked in the order given)",
+                          f"{_gates_syntax(cfg)}several keys given one name are stacked in the "
+                          "order given)",
                           "param_names", parameters_matched=False) from None
         if spec.config_of is not None:
             cfg = spec.config_of(cfg, {name: shapes[pieces[0].key]
@@ -435,3 +436,10 @@ def draw_params(cfg, rng: np.random.Generator) -> dict[str, np.ndarray]:
     spec = kind_of(cfg)
     dists = spec.init_spec(cfg)
     return {name: draw(dists[name], rng, shape) for name, shape in spec.param_shapes(cfg).items()}
+
+
+def _gates_syntax(cfg) -> str:
+    """How a --param-map entry says which gates' rows a key holds, for a kind with gates."""
+    gates = "".join(getattr(cfg, "gates", ()))
+    return (f"NAME:{gates[::-1]}: a key holding those gates' rows in that order, {gates} being "
+            "the spec's; " if len(gates) > 1 else "")

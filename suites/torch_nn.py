@@ -27,6 +27,7 @@ structure, where a forward first diverges (`divergence`) and the named mistakes 
 from __future__ import annotations
 
 import itertools
+import re
 import warnings
 from functools import partial
 
@@ -272,6 +273,9 @@ def _roles(subject, probe: Config, settle: bool = True
                                             _norm_parameters(module))
         except param_roles.MappingError as exc:
             _ROLES[key] = exc
+        except Finding as finding:  # the probe's configuration, not the case's, was refused
+            _ROLES[key] = param_roles.MappingError(
+                f"built as {probe.describe()} to tell its parameters apart, {finding.message}")
         else:
             _ROLES[key] = (roles, param_roles.Reading())
             if settle:
@@ -288,12 +292,19 @@ def _linear_weights(module: torch.nn.Module) -> frozenset[str]:
 # torch's normalisation layers: LayerNorm, GroupNorm, RMSNorm, the batch and instance norms.
 _NORMS = (torch.nn.LayerNorm, torch.nn.GroupNorm, torch.nn.RMSNorm,
           torch.nn.modules.batchnorm._NormBase)
+# A class of the module's own (or a scripted one, whose type is RecursiveScriptModule) named as
+# one: LayerNorm, RMSNorm, BatchNorm1d, LayerNormalization; a weight or spectral norm wraps a
+# weight of the recurrence instead.
+_NORM_NAME = re.compile(r"(?!Weight|Spectral)\w*(Norm(\dd)?|Normali[sz]ation)")
 
 
 def _norm_parameters(module: torch.nn.Module) -> frozenset[str]:
     """The state_dict keys of the module's normalisation layers' gains and shifts (and running
     statistics), found by identity."""
-    return _keys_of(module, [t for m in module.modules() if isinstance(m, _NORMS)
+    def is_norm(layer) -> bool:
+        name = getattr(layer, "original_name", None) or type(layer).__name__
+        return isinstance(layer, _NORMS) or _NORM_NAME.fullmatch(name) is not None
+    return _keys_of(module, [t for m in module.modules() if m is not module and is_norm(m)
                              for t in (*m.parameters(recurse=False), *m.buffers(recurse=False))])
 
 

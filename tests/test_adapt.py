@@ -403,11 +403,41 @@ class UnactivatedStateFirstConcatCell(StateFirstConcatCell):
         super().__init__(input_size, hidden_size, activate=False)
 
 
-def forward_result(kind: str, constructor, case: str = "batched"):
+def forward_result(kind: str, constructor, case: str = "batched", param_map=None):
     from rnnbench.suites.runner import run_checks
 
-    [result] = run_checks(Implementation("t", {kind: constructor}), checks=f"forward/{case}")
+    [result] = run_checks(Implementation("t", {kind: constructor}, param_map=param_map or {}),
+                          checks=f"forward/{case}")
     return result
+
+
+class BidirectionalOnlyRNN(nn.Module):
+    """torch.nn's bidirectional RNN as two one-direction RNNs under names of its own; it refuses
+    one direction, as a class written for two does."""
+
+    def __init__(self, input_size, hidden_size, bidirectional=True):
+        if not bidirectional:
+            raise ValueError("bidirectional only")
+        super().__init__()
+        self.fwd, self.bwd = nn.RNN(input_size, hidden_size), nn.RNN(input_size, hidden_size)
+
+    def forward(self, x, hx=None):
+        forward, backward = (None, None) if hx is None else (hx[:1], hx[1:])
+        out_f, h_f = self.fwd(x, forward)
+        out_b, h_b = self.bwd(x.flip(0), backward)
+        return torch.cat([out_f, out_b.flip(0)], -1), torch.cat([h_f, h_b])
+
+
+def test_a_module_refusing_the_probe_s_configuration_is_not_checked_rather_than_wrong():
+    from rnnbench.suites.cases import Case
+    from rnnbench.suites.results import judge
+    from rnnbench.suites.runner import run_checks
+
+    case = Case("given", Config("rnn", 3, 5, bidirectional=True), batch=2, steps=4)
+    results = run_checks(Implementation("t", {"rnn": BidirectionalOnlyRNN}), case=case,
+                         checks="forward/*")
+    assert judge(results)["numerics"].state == "not checked", [r.message for r in results]
+    assert "to tell its parameters apart, the constructor raised ValueError" in results[0].message
 
 
 def test_a_matrix_over_state_then_input_is_read_so_when_only_that_gives_the_reference():
@@ -652,6 +682,28 @@ def test_an_output_layer_named_for_y_yields_to_the_recurrence_s_own_matrix():
     # a y-named matrix that is the only one of its shape is the recurrence's
     alone = {"W_xy": (5, 3), "W_hh": (5, 5)}
     assert param_roles.learn_roles(Config("rnn_cell", 3, 5), alone)["W_xy"] == ("weight_ih", "plain")
+
+
+class RMSNorm(nn.Module):  # a normalisation layer of the module's own
+    def __init__(self, size):
+        super().__init__()
+        self.gain = nn.Parameter(torch.ones(size))
+
+
+class WeightNorm(nn.Module):  # a reparametrised weight of the recurrence, no normalisation layer
+    def __init__(self, rows, cols):
+        super().__init__()
+        self.direction = nn.Parameter(torch.ones(rows, cols))
+
+
+def test_normalisation_layers_are_found_by_type_or_by_their_class_name_scripted_too():
+    from rnnbench.suites.torch_nn import _norm_parameters
+
+    module = nn.Module()
+    module.scripted = torch.jit.script(nn.LayerNorm(20))  # a RecursiveScriptModule by type
+    module.own = RMSNorm(20)
+    module.recurrent = WeightNorm(20, 5)
+    assert _norm_parameters(module) == {"scripted.weight", "scripted.bias", "own.gain"}
 
 
 def test_gate_names_are_read_whole_and_a_gate_no_name_gives_is_unreadable_not_missing():
@@ -951,6 +1003,40 @@ def test_a_user_map_wins_and_can_say_transposed():
     # a (1, n) bias is the vector x @ W + b broadcasts
     assert parammap.from_user(cfg, {"b": (1, 5)}, {"b": "bias_ih"}).entries["bias_ih"] == (
         Piece("b", "row"),)
+
+
+class UpdateResetStackedGRUCell(nn.Module):
+    """torch.nn's GRU cell with the update and reset gates' rows stacked in that order in one
+    nn.Linear per side, the candidate's in another pair under names that do not say so."""
+
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        self.x2h, self.h2h = nn.Linear(input_size, 2 * hidden_size), nn.Linear(hidden_size, 2 * hidden_size)
+        self.x2r, self.h2r = nn.Linear(input_size, hidden_size), nn.Linear(hidden_size, hidden_size)
+
+    def forward(self, x, h):
+        z, r = torch.sigmoid(self.x2h(x) + self.h2h(h)).chunk(2, -1)
+        n = torch.tanh(self.x2r(x) + r * self.h2r(h))
+        return z * h + (1 - z) * n
+
+
+def test_a_user_map_can_say_which_gates_rows_a_key_holds():
+    cfg = Config("gru_cell", 3, 5)
+    user = {"x2h.weight": "weight_ih:zr", "x2r.weight": "weight_ih:n", "x2h.bias": "bias_ih:zr",
+            "x2r.bias": "bias_ih:n", "h2h.weight": "weight_hh:zr", "h2r.weight": "weight_hh:n",
+            "h2h.bias": "bias_hh:zr", "h2r.bias": "bias_hh:n"}
+    shapes = {"x2h.weight": (10, 3), "x2h.bias": (10,), "x2r.weight": (5, 3), "x2r.bias": (5,),
+              "h2h.weight": (10, 5), "h2h.bias": (10,), "h2r.weight": (5, 5), "h2r.bias": (5,)}
+    assert parammap.from_user(cfg, shapes, user).entries["weight_ih"] == (
+        Piece("x2h.weight", rows=(5, 10)), Piece("x2h.weight", rows=(0, 5)), Piece("x2r.weight", rows=(0, 5)))
+    with pytest.raises(MappingError, match="weight_ih for gates z, r only"):
+        parammap.from_user(cfg, shapes, {"x2h.weight": "weight_ih:zr"})
+    with pytest.raises(MappingError, match="the gates of gru_cell.* are r, z, n, each once"):
+        parammap.from_user(cfg, shapes, {"x2h.weight": "weight_ih:zf"})
+    with pytest.raises(MappingError, match=r"\.T goes after the name \(x2r.weight=weight_ih.T\)"):
+        parammap.from_user(cfg, shapes, {"x2r.weight.T": "weight_ih"})
+    result = forward_result("gru_cell", UpdateResetStackedGRUCell, param_map=user)
+    assert result.outcome == "passed", result.message
 
 
 def test_a_word_after_torchs_layer_suffix_may_say_the_direction():

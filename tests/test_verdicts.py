@@ -105,6 +105,32 @@ def test_parameters_of_its_own_are_judged_by_what_they_change():
     assert buffers.outcome == "passed", buffers.message
 
 
+def test_parameters_of_its_own_that_move_the_output_as_built_are_one_finding_in_every_check():
+    import torch
+    from torch import nn
+
+    from rnnbench.impls import Implementation
+    from rnnbench.suites.runner import run_checks
+
+    class Peephole(nn.GRUCell):
+        """A term from the state beyond torch.nn's, started away from zero."""
+
+        def __init__(self, input_size, hidden_size, bias=True):
+            super().__init__(input_size, hidden_size, bias)
+            self.peephole = nn.Parameter(torch.full((hidden_size,), 0.5))
+
+        def forward(self, input, hx=None):
+            out = super().forward(input, hx)
+            return out + self.peephole * torch.tanh(out)
+
+    results = run_checks(Implementation("p", {"gru_cell": Peephole}),
+                         checks="forward/batched,gradients/batched")
+    assert [r.check for r in results] == ["forward/batched", "gradients/batched"]
+    for result in results:
+        assert result.diagnosis == "other_parameters", result.message
+        assert "with it at zero it is the reference's" in result.message
+
+
 def test_gradients_behind_a_forward_right_to_float32_only_are_still_compared():
     from torch import nn
 

@@ -42,7 +42,8 @@ def add_arguments(parser) -> None:
                              "'error-*' or 'gru/gradients*' (comma-separated patterns)")
     parser.add_argument("--param-map", metavar="KEY=NAME,...",
                         help="your state_dict keys -> torch.nn's names where they differ, e.g. "
-                             "W_ih=weight_ih_l0,W_hh=weight_hh_l0 (NAME.T: stored transposed)")
+                             "W_ih=weight_ih_l0,W_hh=weight_hh_l0 (NAME.T: stored transposed; "
+                             "NAME:zr: a key holding those gates' rows, in that order)")
     parser.add_argument("--fuzz", type=int, metavar="N",
                         help="instead of the case tables, search N drawn configurations and sizes "
                              "per kind (Hypothesis, seeded by --seed); a failure is shrunk to a "

@@ -380,13 +380,13 @@ CANDIDATES: tuple[tuple[str, Callable[..., Iterator[Pieces]]], ...] = (
 )
 
 
-def match(cfg: Config, params: dict, x: np.ndarray, hx: dict | None, observed: Pieces,
-          expected: Pieces, tol) -> str | None:
-    """The mistake whose outputs the implementation reproduces (and that differs from the
+def matches(cfg: Config, params: dict, x: np.ndarray, hx: dict | None, observed: Pieces,
+            expected: Pieces, tol) -> set[str]:
+    """The mistakes whose outputs the implementation reproduces (and that differ from the
     correct outputs at all, so a mistake that changes nothing here is never named): where
-    several do within `tol`, the nearest. None where two mistakes are equally near: this case
-    cannot tell them apart (with a zero state, the Cho GRU's reset and a b_hn outside it give the
-    same outputs), and another case names the one it is."""
+    several do within `tol`, the nearest, and every one equally near: there this case cannot
+    tell them apart (with a zero state, the Cho GRU's reset and a b_hn outside it give the same
+    outputs). Empty where none does."""
     found, nearest = set(), 1.0
     for diagnosis, candidates in CANDIDATES:
         for pieces in _safely(candidates(cfg, params, x, hx)):
@@ -397,7 +397,7 @@ def match(cfg: Config, params: dict, x: np.ndarray, hx: dict | None, observed: P
                 found, nearest = {diagnosis}, far
             elif far == nearest:
                 found.add(diagnosis)
-    return next(iter(found)) if len(found) == 1 else None
+    return found
 
 
 def _safely(candidates: Iterator[Pieces]) -> Iterator[Pieces]:

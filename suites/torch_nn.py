@@ -84,6 +84,10 @@ CASES: tuple[Case, ...] = (
            quick=True),
     *_rows(SEQ, "two-layer-bidirectional", 4, 6, input_size=3, hidden_size=5, num_layers=2,
            bidirectional=True, quick=True),
+    # Each layer and direction starts from zeros: not from the layer below's final state.
+    *_rows(SEQ, "two-layer-bidirectional-h0-omitted", 2, 4, h0=False, features=OMITTED,
+           only=("forward",), input_size=3, hidden_size=5, num_layers=2, bidirectional=True,
+           quick=True),
     *_rows(SEQ, "batch-first", 3, 5, input_size=4, hidden_size=7, batch_first=True, quick=True),
     *_rows(SEQ, "unbatched", None, 7, input_size=3, hidden_size=5, quick=True),
     *_rows(SEQ, "unbatched-h0-omitted", None, 5, h0=False, features=OMITTED, input_size=4,

@@ -89,6 +89,21 @@ def test_half_precision_bug_is_caught_by_the_half_rows_only(row):
     assert all(r.outcome == "passed" for r in wider), _listing(wider)
 
 
+def test_mistakes_a_zero_state_cannot_tell_apart_are_told_apart_from_a_random_one():
+    # From h = 0 the Cho GRU's reset and a b_hn outside it give the same h'; each is named
+    # on the rows that omit the state too.
+    from rnnbench.impls import Implementation
+
+    class GRUCellCho(BASE.GRUCell):
+        candidate = _resolve(f"{catalogue.ZOO}/math_bugs.py:GRUCho").candidate
+
+    outside = _resolve(f"{catalogue.ZOO}/math_bugs.py:GRUCellResetOutsideBias")
+    for cell, diagnosis in ((GRUCellCho, "gru_cho_reset"), (outside, "gru_bhn_outside_reset")):
+        results = run_checks(Implementation("t", {"gru_cell": cell}), kinds=["gru_cell"],
+                             checks="forward/h0-omitted,forward/unbatched-h0-omitted")
+        assert {r.diagnosis for r in results} == {diagnosis}, _listing(results)
+
+
 def test_a_wrong_function_is_its_mistake_in_half_precision_too_not_imprecision():
     # A coarser dtype's tolerance covers the Cho GRU's difference in float16; the mistake that
     # explains it within float16's own is the diagnosis.
@@ -204,6 +219,13 @@ def test_defects_of_real_code_get_the_first_finding_and_verdict_a_person_expects
     assert sources == row.undeclared
     assert not [r for r in results if r.outcome == "error"], "every check ran to a verdict"
     assert all(cause_of(g.example) == g.cause for g in groups)
+
+
+def test_a_stack_whose_omitted_state_is_carried_up_the_layers_fails_the_forward_check():
+    results = run_checks(load(str(ROOT / f"{catalogue.ZOO}/state_bugs.py:LayerStateCarriedUp"), "gru"),
+                         kinds=["gru"], checks="forward/two-layer-bidirectional-h0-omitted")
+    assert [r.outcome for r in results] == ["failed"], _listing(results)
+    assert results[0].numbers["layer"] == 1, results[0].numbers  # the first layer is right
 
 
 def test_a_cell_returning_more_than_h_is_judged_on_that_alone():

@@ -73,3 +73,22 @@ class MutatesInput(GRU):
 class UnbatchedAsBatch(RNN):
     def add_batch(self, sequence):
         return sequence.unsqueeze(0)  # (L, I) taken as one step of L sequences
+
+
+
+class LayerStateCarriedUp(GRU):
+    def run_layers(self, x, states):
+        if any(state.any() for state in states):
+            return super().run_layers(x, states)
+        # zeros (the state omitted): each layer above the first starts from the one below's end
+        finals, below = [], x
+        for layer in range(self.num_layers):
+            inputs, outputs = self.layer_input(layer, x, below), []
+            for direction in range(self.num_directions):
+                start = (finals[(layer - 1) * self.num_directions + direction] if layer
+                         else tuple(state[direction] for state in states))
+                output, final = self.run_direction(inputs, start, layer, direction)
+                outputs.append(output)
+                finals.append(final)
+            below = torch.cat(outputs, dim=-1)
+        return self.final_output(below), finals

@@ -72,6 +72,14 @@ TARGETS = [
       for kind in ("rnn", "lstm", "gru", "rnn_cell", "lstm_cell", "gru_cell")),
     *(_adapter("haiku_cells.py", "IMPLEMENTATION", kind, "haiku")
       for kind in ("rnn", "lstm", "gru", "rnn_cell", "lstm_cell", "gru_cell")),
+    *(_adapter("tf_keras_layers.py", "IMPLEMENTATION", kind, "tensorflow")
+      for kind in ("rnn", "lstm", "gru", "rnn_cell", "lstm_cell", "gru_cell")),
+    # tf.keras's GRU with reset_after=False: the Cho et al. GRU, another GRU than torch.nn's.
+    *(_adapter("tf_keras_layers.py", "RESET_BEFORE", kind, "tensorflow") for kind in ("gru", "gru_cell")),
+    *(_adapter("sonnet_cores.py", "IMPLEMENTATION", kind, "sonnet")
+      for kind in ("rnn", "lstm", "gru", "rnn_cell", "lstm_cell", "gru_cell")),
+    # tinygrad.nn has one recurrent module, LSTMCell.
+    _adapter("tinygrad_cells.py", "IMPLEMENTATION", "lstm_cell", "tinygrad"),
     # torchrl's own modules take torch.nn's arguments: judged as they are, with no adapter.
     *(Target(f"torchrl.modules:{name}", kind, "torchrl") for name, kind in (
         ("LSTM", "lstm"), ("GRU", "gru"), ("LSTMCell", "lstm_cell"), ("GRUCell", "gru_cell"))),

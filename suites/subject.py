@@ -89,6 +89,36 @@ def unreadable(module: torch.nn.Module, state: dict | None = None) -> dict[str, 
     return found
 
 
+def unregistered(module: torch.nn.Module) -> list[str]:
+    """The attributes (of the module or a submodule) that hold modules or trainable tensors in
+    a plain list, tuple or dict, which nn.Module does not register: their parameters are in no
+    state_dict, parameters() or .to()."""
+    # a list of modules registered elsewhere too (`self.directions = [self.fwd, self.bwd]`) hides
+    # nothing
+    registered = {id(m) for m in module.modules()} | {id(p) for p in module.parameters()}
+    found = []
+    for prefix, submodule in module.named_modules():
+        for name, value in vars(submodule).items():
+            items = value.values() if isinstance(value, dict) else value
+            if not name.startswith("_") and isinstance(value, (list, tuple, dict)) and any(
+                    id(item) not in registered and (isinstance(item, torch.nn.Module) or (
+                        isinstance(item, torch.Tensor) and item.requires_grad)) for item in items):
+                found.append(f"{prefix}.{name}" if prefix else name)
+    return found
+
+
+def _raise_if_unregistered(module: torch.nn.Module, problem: str) -> None:
+    """Finding(unregistered_parameters) where the module holds modules or parameters where
+    nn.Module does not see them (`unregistered`): what makes its parameters unmatched."""
+    held = unregistered(module)
+    if held:
+        raise Finding(f"{problem}: {listed(held)} hold{'s' if len(held) == 1 else ''} modules or "
+                      "parameters in a plain list or dict, which nn.Module does not register "
+                      "(state_dict, parameters() and .to() skip them; nn.ModuleList, "
+                      "nn.ParameterList and nn.ModuleDict register them)",
+                      "unregistered_parameters", parameters_matched=False)
+
+
 def to_numpy(tensor: torch.Tensor) -> np.ndarray:
     return tensor.detach().to("cpu", torch.float64).numpy()
 
@@ -193,6 +223,8 @@ class Subject:
                 pmap = self._inferred(cfg, shapes)
         except parammap.MappingError as exc:
             self._raise_if_ignored(module, cfg, shapes)
+            _raise_if_unregistered(module, f"cannot match the module's parameters to "
+                                           f"{self.suite.contract}: {exc}")
             skipped = unreadable(module)
             if skipped:  # no map can help: the values forward uses are not in the state_dict
                 raise Finding(f"cannot match the module's parameters to {self.suite.contract}: "
@@ -224,6 +256,7 @@ class Subject:
                     and (tuple(shape) in wanted or _column_of(shape) in columns)]
         if lacking:
             self._raise_if_ignored(module, cfg, shapes)
+            _raise_if_unregistered(module, f"state_dict lacks {listed(lacking)}")
         if pmap.missing and unplaced:
             absent = lacking or pmap.missing
             raise Finding(f"no entry of the state_dict was found for {listed(absent)}; not "

@@ -20,7 +20,7 @@ from rnnbench.suites.torch_nn import probe_config
 from rnnbench.suites.parammap import MappingError, Piece
 from rnnbench.suites.results import Finding
 from rnnbench.suites.catalogue import suite_kind
-from rnnbench.suites.subject import Subject, load, params_of, spec_state
+from rnnbench.suites.subject import Subject, load, params_of, spec_state, unregistered
 
 
 class MinimalRNN(nn.RNN):
@@ -1003,6 +1003,37 @@ def test_a_user_map_wins_and_can_say_transposed():
     # a (1, n) bias is the vector x @ W + b broadcasts
     assert parammap.from_user(cfg, {"b": (1, 5)}, {"b": "bias_ih"}).entries["bias_ih"] == (
         Piece("b", "row"),)
+
+
+class ListedCellsRNN(nn.Module):
+    """torch.nn's RNN from cells kept in a plain Python list, as a scratch stack writes it."""
+
+    def __init__(self, input_size, hidden_size, num_layers=1):
+        super().__init__()
+        self.cells = [nn.RNNCell(input_size if i == 0 else hidden_size, hidden_size)
+                      for i in range(num_layers)]
+
+    def forward(self, x, hx=None):
+        states = list(hx) if hx is not None else [None] * len(self.cells)
+        for i, cell in enumerate(self.cells):
+            steps = []
+            for x_t in x:
+                states[i] = cell(x_t, states[i])
+                steps.append(states[i])
+            x = torch.stack(steps)
+        return x, torch.stack(states)
+
+
+def test_layers_held_in_a_plain_list_are_named_as_what_hides_the_parameters():
+    from rnnbench.suites.results import not_run
+
+    result = forward_result("rnn", ListedCellsRNN, "single-layer")
+    assert result.diagnosis == "unregistered_parameters" and not_run(result), result.message
+    assert "cells holds modules or parameters in a plain list" in result.message
+    registered = ListedCellsRNN(3, 5)
+    registered.layers = nn.ModuleList(registered.cells)  # the list is a second view of them
+    assert unregistered(registered) == []
+    assert unregistered(ListedCellsRNN(3, 5)) == ["cells"]
 
 
 class UpdateResetStackedGRUCell(nn.Module):

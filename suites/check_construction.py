@@ -18,7 +18,7 @@ from rnnbench.suites.features import unsupported
 from rnnbench.suites.layers import blocks
 from rnnbench.suites.parammap import Piece
 from rnnbench.suites.results import Finding
-from rnnbench.suites.run import Run, describe_structure, steps_listed
+from rnnbench.suites.run import Run, describe_structure, state_listed, steps_listed
 from rnnbench.suites.subject import TORCH_DTYPES, call, spec_parameters, spec_state
 from rnnbench.wording import listed
 
@@ -83,7 +83,7 @@ def check_state_argument(subject, case) -> dict:
 def check_output_structure(subject, case) -> dict:
     """A module returns torch.nn's structure: a cell its state itself, h or an LSTM's (h, c),
     not inside a tuple or the output-and-state structure of a layer; a layer its output sequence
-    as one tensor, not a list of steps. The other checks read through those
+    and final state as one tensor each, not a list of steps or of layers. The other checks read through those
     (`rnnbench.suites.torch_nn.flatten_result`), so this is the one that says code written for
     torch.nn gets them."""
     run = Run(subject, case, subject.suite.plain_dtype, "output-structure")
@@ -93,6 +93,12 @@ def check_output_structure(subject, case) -> dict:
         raise Finding(f"forward returns the output sequence as {describe_structure(result[0])} "
                       f"of steps where {subject.suite.contract} returns one tensor: code written "
                       "for it gets the list", "output_not_stacked")
+    lstm = run.cfg.family == "lstm"
+    if not run.cfg.is_cell and state_listed(result, lstm):
+        expected = "(h_n, c_n), each one tensor" if lstm else "h_n as one tensor"
+        raise Finding(f"forward returns the final state as {describe_structure(result[1])}, one "
+                      f"entry per layer and direction, where {subject.suite.contract} returns "
+                      f"{expected}: code written for it gets the list", "state_not_stacked")
     run.unpack(run.cfg, x, result)  # a structure no check reads fails as it does everywhere
     if run.cfg.is_cell and not _torch_nn_structure(run.cfg, result):
         expected = "(h, c)" if run.cfg.family == "lstm" else "h alone"

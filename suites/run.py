@@ -264,6 +264,35 @@ def steps_listed(result) -> bool:
             and all(isinstance(step, torch.Tensor) for step in result[0]))
 
 
+def state_listed(result, lstm: bool) -> bool:
+    """Whether a layer's return value holds its final state as a list with one entry per layer
+    and direction, where torch.nn's holds one tensor (h_n; an LSTM's (h_n, c_n)): `(output,
+    [h_0, h_1])`, an LSTM's `(output, [(h_0, c_0), (h_1, c_1)])`."""
+    if not (isinstance(result, (tuple, list)) and len(result) == 2
+            and isinstance(result[1], (tuple, list)) and len(result[1]) > 0):
+        return False
+    if not lstm:
+        return all(isinstance(unit, torch.Tensor) for unit in result[1])
+    return all(isinstance(unit, (tuple, list)) and len(unit) == 2
+               and all(isinstance(part, torch.Tensor) for part in unit) for unit in result[1])
+
+
+def stacked_state(units, lstm: bool, batched: bool):
+    """A final state listed per layer and direction (`state_listed`) as torch.nn's: each entry
+    stacked, or concatenated where it keeps its own leading axis of one; the list as it was
+    where its entries differ in shape."""
+    def stacked(tensors):
+        joined = torch.cat if tensors[0].dim() == (3 if batched else 2) else torch.stack
+        try:
+            return joined(list(tensors))
+        except RuntimeError:
+            return None
+    parts = [stacked(tensors) for tensors in (zip(*units) if lstm else [units])]
+    if any(part is None for part in parts):
+        return units
+    return tuple(parts) if lstm else parts[0]
+
+
 def describe_structure(value) -> str:
     """What a return value is, in words: "a Tensor", "a tuple (Tensor, list (Tensor))"."""
     if isinstance(value, torch.Tensor):

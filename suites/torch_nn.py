@@ -51,7 +51,8 @@ from rnnbench.suites.divergence import locate
 from rnnbench.suites.kinds import SuiteKind, register_kind
 from rnnbench.suites.layers import blocks, is_batched, time_major
 from rnnbench.suites.results import Finding
-from rnnbench.suites.run import Run, describe_structure, steps_listed
+from rnnbench.suites.run import (Run, describe_structure, stacked_state, state_listed,
+                                 steps_listed)
 from rnnbench.suites.statistics import fits, sample_fit
 from rnnbench.suites.subject import call, state_shapes, to_numpy
 
@@ -397,8 +398,9 @@ def flatten_result(cfg: Config, result) -> dict[str, torch.Tensor]:
     keyed by output name; Finding when it is not that. A lone tensor where torch.nn returns
     more is taken as the first output alone: the final state is then what the module lacks
     (`probe_final_state`), and the rest is judged as usual. An output sequence returned as a
-    list of steps is stacked, and a cell's state read out of a tuple (`_cell_state`): the
-    `output-structure` check holds those against the drop-in level."""
+    list of steps is stacked, so is a final state listed per layer and direction, and a cell's
+    state is read out of a tuple (`_cell_state`): the `output-structure` check holds those
+    against the drop-in level."""
     if isinstance(result, torch.Tensor) and len(output_names(cfg)) > 1:
         return {output_names(cfg)[0]: result}
 
@@ -412,6 +414,8 @@ def flatten_result(cfg: Config, result) -> dict[str, torch.Tensor]:
             result = (torch.stack(list(steps), time), result[1])
         except RuntimeError:  # steps of different shapes: the structure is what is reported
             pass
+    if not cfg.is_cell and state_listed(result, lstm) and isinstance(result[0], torch.Tensor):
+        result = (result[0], stacked_state(result[1], lstm, batched=result[0].dim() == 3))
     if cfg.is_cell:
         parts = _cell_state(result, lstm)
     elif not pair(result):

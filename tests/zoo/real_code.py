@@ -76,6 +76,10 @@ catalogue.py (REAL_CODE).
 - `MinCharRNNCell`: min-char-rnn's step in torch: `Wxh`, `Whh`, a column bias `bh`, and the
   readout `Why` (vocab x H, the vocabulary being the input) with `by`, applied by a method of its
   own: Why has weight_ih's shape transposed, and its name says it is the output layer's.
+- `PerLayerStateLSTM`: torch.nn's LSTM returning its final state as a list of (h, c) per layer
+  and direction, each (batch, hidden), as PyTorch's own benchmark LSTMs (fastrnns) return it.
+- `DirectionStatesGRU`: torch.nn's GRU returning h_n as a tuple of one tensor per layer and
+  direction, as scratch bidirectional layers return (forward, backward) states.
 - `NoDropoutRNN`: torch.nn's RNN whose constructor raises NotImplementedError for any dropout,
   with one layer too, where torch.nn takes it and drops nothing: a feature it says it lacks.
 - `ResetUpdateLinearGRUCell`: torch.nn's GRU cell from four nn.Linear, the reset and update
@@ -587,3 +591,15 @@ class MinCharRNNCell(nn.Module):
 
     def logits(self, h):
         return h @ self.Why.T + self.by[:, 0]
+
+
+class PerLayerStateLSTM(nn.LSTM):
+    def forward(self, input, hx=None):
+        output, (h_n, c_n) = super().forward(input, hx)
+        return output, [(h, c) for h, c in zip(h_n, c_n)]
+
+
+class DirectionStatesGRU(nn.GRU):
+    def forward(self, input, hx=None):
+        output, h_n = super().forward(input, hx)
+        return output, tuple(h_n[unit:unit + 1] for unit in range(h_n.shape[0]))

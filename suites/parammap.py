@@ -76,9 +76,11 @@ def vector_layout(shape: tuple) -> str | None:
 @dataclass(frozen=True)
 class ParamMap:
     """Spec name -> the pieces holding it, concatenated along the first axis; no pieces: the
-    module has no such parameter and it is held at zero."""
+    module has no such parameter and it is held at zero. `given`: the user's map (`from_user`),
+    which a misshapen parameter may be the fault of."""
 
     entries: dict[str, tuple[Piece, ...]]
+    given: bool = False
 
     @property
     def identity(self) -> bool:
@@ -204,4 +206,4 @@ def from_user(cfg, shapes: dict[str, tuple], user: dict[str, str]) -> ParamMap:
             key == owner + name for owner in owners))]
         if not entries[name] and len(matches) == 1:
             entries[name].append(Piece(matches[0]))
-    return ParamMap({name: tuple(pieces) for name, pieces in entries.items()})
+    return ParamMap({name: tuple(pieces) for name, pieces in entries.items()}, given=True)

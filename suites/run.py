@@ -106,6 +106,8 @@ class Run:
             if crash is not None:
                 misshapen.message = f"{crash.message} (its own parameters: {misshapen.message})"
                 misshapen.numbers.update(crash.numbers)
+                # raising with its own parameters is the function's finding, whatever the map
+                misshapen.numbers.pop("parameters_matched", None)
             raise misshapen
         module.train(train)
         # Rounded to the module's dtype once, so the reference sees exactly what the module sees.

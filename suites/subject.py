@@ -369,9 +369,14 @@ def spec_values(module: torch.nn.Module, cfg, pmap: ParamMap
             value = parts[0]
         if tuple(value.shape) != tuple(shape):
             where = " + ".join(p.describe() for p in pieces)
-            wrong[name] = Finding(f"{name} has shape {tuple(value.shape)}"
-                                  + (f" (as {where})" if where != name else "")
-                                  + f", expected {tuple(shape)}", "param_shapes", parameter=name)
+            message = (f"{name} has shape {tuple(value.shape)}"
+                       + (f" (as {where})" if where != name else "") + f", expected {tuple(shape)}")
+            if pmap.given:  # the map may be what is wrong: nothing said of the function
+                wrong[name] = Finding(f"{message}: the --param-map given, or the module, is "
+                                      "wrong", "param_shapes", parameter=name,
+                                      parameters_matched=False)
+            else:
+                wrong[name] = Finding(message, "param_shapes", parameter=name)
         else:
             values[name] = value
     return values, wrong

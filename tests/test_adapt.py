@@ -1070,6 +1070,17 @@ def test_a_user_map_can_say_which_gates_rows_a_key_holds():
     assert result.outcome == "passed", result.message
 
 
+def test_a_misshapen_parameter_under_a_user_map_leaves_the_function_not_checked():
+    from rnnbench.suites.results import not_run
+
+    # the candidate's matrices left out: x2h alone is no (15, 3) weight_ih, and the map may be
+    # what is wrong
+    result = forward_result("gru_cell", UpdateResetStackedGRUCell,
+                            param_map={"x2h.weight": "weight_ih", "h2h.weight": "weight_hh"})
+    assert result.diagnosis == "param_shapes" and not_run(result), result.message
+    assert "the --param-map given, or the module, is wrong" in result.message
+
+
 def test_a_word_after_torchs_layer_suffix_may_say_the_direction():
     cfg = Config("rnn", 3, 5, num_layers=2, bidirectional=True)
     keys = ["weight_ih_l0_fwd", "weight_ih_l0_bwd", "weight_hh_l1_raw", "weight_hh_l1_reverse",

@@ -31,7 +31,8 @@ from rnnbench.reference import Config, param_shapes
 from rnnbench.suites.cases import Case
 from rnnbench.suites.check_numerics import compare_forward, observe
 from rnnbench.suites.diagnoses import diagnose, dropout_in_eval
-from rnnbench.suites.layers import INPUT_BIAS, INPUT_WEIGHT, blocks, lower_layers, time_major
+from rnnbench.suites.layers import (HIDDEN_BIAS, INPUT_BIAS, INPUT_WEIGHT, blocks, lower_layers,
+                                    time_major)
 from rnnbench.suites.results import Finding
 from rnnbench.suites.run import Run
 from rnnbench.suites.statistics import ALPHA, binomial_tail, rate_p_value
@@ -72,8 +73,12 @@ def check_eval(subject, case) -> dict:
 def check_train(subject, case) -> dict:
     """In training, dropout hits only the inputs of upper layers, at rate p, scaled by 1/(1-p)."""
     cfg = case.config
-    params = {**draw_params(cfg, subject.rng("dropout-params", case.name)), **_memoryless(cfg)}
-    run = Run(subject, case, "float32", "dropout-train", params=params)
+    drawn = draw_params(cfg, subject.rng("dropout-params", case.name))
+    run = Run(subject, case, "float32", "dropout-train", params={**drawn, **_memoryless(cfg)})
+    if _lacks(run, cfg, INPUT_BIAS) and not _lacks(run, cfg, HIDDEN_BIAS):
+        # a module with the recurrent bias alone (held at zero, the input one pins nothing)
+        run = Run(subject, case, "float32", "dropout-train",
+                  params={**drawn, **_memoryless(cfg, HIDDEN_BIAS)})
     try:  # in eval mode first: dropout can only be judged on a module that is otherwise right
         compare_forward(run, observe(run))
     except Finding as finding:
@@ -107,16 +112,26 @@ def _same(a: dict, b: dict) -> bool:
     return all(np.array_equal(a[name], b[name]) for name in a)
 
 
-def _memoryless(cfg: Config) -> dict:
-    """Parameters that make every layer above the first memoryless and elementwise."""
+def _memoryless(cfg: Config, bias: str = INPUT_BIAS) -> dict:
+    """Parameters that make every layer above the first memoryless and elementwise, the gates'
+    levels on `bias`. On the recurrent bias a GRU's reset gate is pinned open: b_hn sits inside
+    r * (W_hn h + b_hn), and W_hn is zero there, so r carries nothing else."""
     hidden = cfg.hidden_size
-    roles = [GATE_ROLES[gate] for gate in cfg.gates]
+    roles = [("open" if bias == HIDDEN_BIAS and gate == "r" else GATE_ROLES[gate])
+             for gate in cfg.gates]
     values = {INPUT_WEIGHT: np.concatenate([np.eye(hidden) * (role == "carry") for role in roles]),
-              INPUT_BIAS: np.concatenate([np.full(hidden, LEVELS[role]) for role in roles])}
+              bias: np.concatenate([np.full(hidden, LEVELS[role]) for role in roles])}
     first_layer = param_shapes(cfg.replace(num_layers=1))
     block = blocks(cfg)
     return {name: values.get(block[name], np.zeros(shape))
             for name, shape in param_shapes(cfg).items() if name not in first_layer}
+
+
+def _lacks(run: Run, cfg: Config, bias: str) -> bool:
+    """Whether the module holds no `bias` block in the layers above the first (the checks hold
+    it at zero)."""
+    return any(blocks(cfg)[name] == bias for name in run.pmap.missing
+               if name not in param_shapes(cfg.replace(num_layers=1)))
 
 
 def _judge_time_variation(p: float, ratio: np.ndarray) -> dict:

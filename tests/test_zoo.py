@@ -104,6 +104,23 @@ def test_mistakes_a_zero_state_cannot_tell_apart_are_told_apart_from_a_random_on
         assert {r.diagnosis for r in results} == {diagnosis}, _listing(results)
 
 
+@pytest.mark.parametrize("family", ["RNN", "LSTM", "GRU"])
+def test_dropout_is_judged_on_a_module_whose_only_bias_is_the_recurrent_one(family):
+    # bias_ih held at zero: the memoryless upper layer's gate levels go on bias_hh
+    from rnnbench.impls import Implementation
+
+    class RecurrentBiasOnly(getattr(BASE, family)):
+        def parameter_shapes(self, layer):
+            shapes = super().parameter_shapes(layer)
+            shapes.pop("bias_ih", None)
+            return shapes
+
+    kind = family.lower()
+    results = run_checks(Implementation("t", {kind: RecurrentBiasOnly}), kinds=[kind],
+                         checks="dropout-train/*")
+    assert results and all(r.outcome == "passed" for r in results), _listing(results)
+
+
 def test_a_wrong_function_is_its_mistake_in_half_precision_too_not_imprecision():
     # A coarser dtype's tolerance covers the Cho GRU's difference in float16; the mistake that
     # explains it within float16's own is the diagnosis.

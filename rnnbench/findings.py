@@ -67,6 +67,8 @@ DIAGNOSES: dict[str, str] = {
     "bias_ignored": "biases not used",
     "input_mutated": "the implementation modified its input",
     "silent_broadcast": "a wrongly shaped input was silently accepted",
+    "batch_of_one_broken": "a batch of one fails where larger batches are right (a squeeze that "
+                           "drops the batch axis, say)",
     "param_names": "parameter names differ from the spec's (torch.nn's for its kinds)",
     "unregistered_parameters": "modules or parameters held in a plain list or dict, which "
                                "nn.Module does not register: no state_dict, parameters() or "

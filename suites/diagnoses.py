@@ -42,7 +42,8 @@ def diagnose(run, observed: dict | None, message: str = "") -> str | None:
     tol = run.tolerance()
     expected = run.expected()
     for probe in (_h0_none_unhandled, _state_first, _batch_first_ignored,
-                  _always_batch_first, _training_changes_output, _gates_split_by_size):
+                  _always_batch_first, _training_changes_output, _gates_split_by_size,
+                  _batch_of_one_broken):
         found = probe(run, observed, expected, tol)
         if found:
             return found
@@ -147,6 +148,25 @@ def _h0_none_unhandled(run, observed, expected, tol) -> str | None:
     if not agree(with_zeros, expected, tol):
         return None
     return "zero_state_default_dtype" if _default_dtype_runs(run, observed) else "h0_none_unhandled"
+
+
+def _batch_of_one_broken(run, observed, expected, tol) -> str | None:
+    """A batch of one fails (raises, or answers wrong) where the same input twice over, a
+    batch of two, gets the reference's outputs: a squeeze that drops the batch axis, say."""
+    if run.case.batch != 1:
+        return None
+    cfg = run.cfg
+    x_axis = 0 if cfg.is_cell or cfg.batch_first else 1
+    state_axis = 0 if cfg.is_cell else 1
+    x = np.concatenate([run.x64] * 2, x_axis)
+    hx = None if run.hx64 is None else {
+        name: np.concatenate([value] * 2, state_axis) for name, value in run.hx64.items()}
+    try:
+        doubled = run.run(x=run.subject.tensor(x, run.dtype), hx=None if hx is None else {
+            name: run.subject.tensor(value, run.dtype) for name, value in hx.items()})
+    except Finding:
+        return None
+    return "batch_of_one_broken" if agree(doubled, run.expected(x=x, hx=hx), tol) else None
 
 
 def _zero_state(run, dtype: str | None = None) -> dict:

@@ -474,6 +474,8 @@ def batch_and_steps(cfg: Config, x) -> tuple[int | None, int]:
 def shape_diagnosis(cfg: Config, batch, steps, name: str, got: tuple) -> str | None:
     """Name the mistakes a wrong output shape gives away."""
     want = io_shapes(cfg, batch, steps)[name]
+    if batch == 1 and name not in ("h_n", "c_n") and got == io_shapes(cfg, None, steps)[name]:
+        return "batch_of_one_broken"  # the batch axis squeezed away
     if name in ("h_n", "c_n") and len(got) == len(want) - 1:
         return "h_n_no_layer_dim"
     if cfg.batch_first and batch is not None and batch != steps:

@@ -121,6 +121,26 @@ def test_dropout_is_judged_on_a_module_whose_only_bias_is_the_recurrent_one(fami
     assert results and all(r.outcome == "passed" for r in results), _listing(results)
 
 
+def test_a_batch_of_one_that_crashes_where_two_run_right_is_named():
+    import torch
+    from torch import nn
+
+    from rnnbench.impls import Implementation
+
+    class GatesSqueezedGRUCell(nn.GRUCell):  # as scratch cells write it: .squeeze() the gates
+        def forward(self, input, hx=None):
+            hx = input.new_zeros(input.shape[0], self.hidden_size) if hx is None else hx
+            i_r, i_z, i_n = (input @ self.weight_ih.T + self.bias_ih).squeeze().chunk(3, 1)
+            h_r, h_z, h_n = (hx @ self.weight_hh.T + self.bias_hh).squeeze().chunk(3, 1)
+            r, z = torch.sigmoid(i_r + h_r), torch.sigmoid(i_z + h_z)
+            return (1 - z) * torch.tanh(i_n + r * h_n) + z * hx
+
+    results = run_checks(Implementation("t", {"gru_cell": GatesSqueezedGRUCell}),
+                         kinds=["gru_cell"], checks="forward/batch-of-one,forward/batched")
+    assert [(r.outcome, r.diagnosis) for r in results] == [
+        ("passed", None), ("failed", "batch_of_one_broken")], _listing(results)
+
+
 def test_a_wrong_function_is_its_mistake_in_half_precision_too_not_imprecision():
     # A coarser dtype's tolerance covers the Cho GRU's difference in float16; the mistake that
     # explains it within float16's own is the diagnosis.

@@ -35,6 +35,8 @@ PLANTED = [
     Planted(f"{ZOO}/state_bugs.py:H0NoneRandom", "gru", "h0_none_unhandled", "hx=None starts from randn instead of zeros"),
     Planted(f"{ZOO}/state_bugs.py:LayerStateCarriedUp", "gru", None,
             "a zero state (omitted or given): each layer above the first starts from the final state of the one below"),
+    Planted(f"{ZOO}/state_bugs.py:BatchOfOneSqueezed", "lstm_cell", "batch_of_one_broken",
+            "h and c .squeeze(0)d: a batch of one loses its batch axis"),
     Planted(f"{ZOO}/state_bugs.py:H0Ignored", "lstm", "h0_ignored", "a given (h0, c0) is checked, then replaced by zeros"),
     Planted(f"{ZOO}/state_bugs.py:HnSqueezed", "rnn", "h_n_no_layer_dim", "h_n.squeeze(0): no layer dimension for one layer"),
     Planted(f"{ZOO}/state_bugs.py:HnDirectionMajor", "gru", "h_n_layout", "h_n stacked direction-major (all forward layers, then all reverse)"),

@@ -92,3 +92,9 @@ class LayerStateCarriedUp(GRU):
                 finals.append(final)
             below = torch.cat(outputs, dim=-1)
         return self.final_output(below), finals
+
+
+class BatchOfOneSqueezed(LSTMCell):
+    def package(self, output, finals, batched):
+        h, c = super().package(output, finals, batched)
+        return h.squeeze(0), c.squeeze(0)  # a batch of one loses its batch axis

@@ -26,7 +26,7 @@ from rnnbench.suites.check_numerics import backward
 from rnnbench.suites.compare import require_gradients_close, require_outputs_close
 from rnnbench.suites.diagnoses import diagnose_packed
 from rnnbench.suites.results import Finding
-from rnnbench.suites.run import Run, stacked_state, state_listed
+from rnnbench.suites.run import Run, listed_state
 from rnnbench.suites.subject import nest_state
 from rnnbench.suites.subject import call, spec_parameters, to_numpy
 
@@ -148,8 +148,10 @@ def unpack_packed(cfg, packed: PackedSequence, result) -> dict[str, torch.Tensor
                       f"{(rows, width)} (one row per step of every sequence)")
     if output.data.dtype != packed.data.dtype:
         raise Finding(f"the output has dtype {output.data.dtype}, expected {packed.data.dtype}")
-    if state_listed(result, cfg.family == "lstm"):  # the output-structure check says so
-        state = stacked_state(state, cfg.family == "lstm", batched=True)
+    padded, lengths = pad_packed_sequence(output)
+    last = padded[lengths - 1, torch.arange(len(lengths))]  # each sequence's own last step
+    listed = listed_state(cfg, state, batched=True, ends=(padded[0], last))
+    state = state if listed is None else listed  # the output-structure check says so
     states = tuple(state) if cfg.family == "lstm" and isinstance(state, (tuple, list)) else (state,)
     names = output_names(cfg)[1:]
     if len(states) != len(names) or not all(isinstance(s, torch.Tensor) for s in states):

@@ -54,6 +54,24 @@ def _separators(match: re.Match) -> str:
 
 def learn_roles(cfg: Config, shapes: dict[str, tuple], linear: frozenset[str] = frozenset(),
                 norms: frozenset[str] = frozenset()) -> dict[str, tuple[str, str]]:
+    """`_learn_roles`; where the keys cannot be matched and some are named as an output layer's
+    (`_readout_named`: min-char-rnn's Why, vocab x H, has weight_ih's shape transposed where the
+    vocabulary is the input), matched without those, and with them otherwise (b_y, W_xy are the
+    state's own where the state is named y)."""
+    try:
+        return _learn_roles(cfg, shapes, linear, norms)
+    except MappingError as exc:
+        readouts = {key for key in shapes if _readout_named(key)}
+        if not readouts:
+            raise
+        try:
+            return _learn_roles(cfg, shapes, linear, norms | readouts)
+        except MappingError:
+            raise exc from None
+
+
+def _learn_roles(cfg: Config, shapes: dict[str, tuple], linear: frozenset[str],
+                 norms: frozenset[str]) -> dict[str, tuple[str, str]]:
     """For a one-layer, one-direction module's state_dict shapes: template -> (block, layout),
     where block is a spec block ("weight_ih", ...) or "combined" (one matrix over [x, h]), and
     layout "plain" or "T" (stored transposed). What shapes cannot tell, the order of x and h in a
@@ -67,7 +85,6 @@ def learn_roles(cfg: Config, shapes: dict[str, tuple], linear: frozenset[str] = 
     inputs, width = cfg.input_size, cfg.output_size
     roles: dict[str, tuple[str, str]] = {}
     torch_names = blocks(cfg)
-    fitting: dict[str, list[tuple[str, str]]] = {}
     for key, shape in shapes.items():
         if key in norms:
             continue
@@ -84,15 +101,8 @@ def learn_roles(cfg: Config, shapes: dict[str, tuple], linear: frozenset[str] = 
                       and (layout in ("plain", "T") or _bias_named(key))]
         if tuple(shape) in ((rows, inputs + width), (inputs + width, rows)):
             candidates.append(("combined", "plain" if shape[0] == rows else "T"))
-        if candidates:  # else not a recurrent parameter (an output layer, say): left for the checks
-            fitting[key] = candidates
-    filled = {block for block, _ in roles.values()} | {
-        block for key, candidates in fitting.items() if not _readout_named(key)
-        for block, _ in candidates}
-    for key, candidates in fitting.items():
-        # min-char-rnn's Why (vocab x H) has weight_ih's shape transposed where vocab = input
-        if _readout_named(key) and {block for block, _ in candidates} <= filled:
-            continue
+        if not candidates:
+            continue  # not a recurrent parameter (an output layer, say): left for the checks
         roles[template(key)] = _choose(key, candidates)
     if not {"weight_ih", "combined"} & {block for block, _ in roles.values()}:
         _per_gate(cfg, {k: v for k, v in shapes.items() if template(k) not in roles}, roles)
@@ -131,9 +141,10 @@ def learn_roles(cfg: Config, shapes: dict[str, tuple], linear: frozenset[str] = 
     return roles
 
 
-# An output layer's parameter in course code: y is the output beside x and h (or a), W_hy, Why,
-# Wya, by; or the name-classification tutorial's i2o/h2o.
-_READOUT = re.compile(r"(w|b|weight|bias)?_?([hax]?2?y|y[hax]?|[ih]2o)")
+# An output layer's parameter in course code: y is the output beside h (or a), W_hy, Why, Wya,
+# by; or the name-classification tutorial's i2o/h2o. (x to y is an input's weight wherever y
+# names the state.)
+_READOUT = re.compile(r"(w|b|weight|bias)?_?([ha]?2?y|y[ha]?|[ih]2o)")
 
 
 def _readout_named(key: str) -> bool:

@@ -266,33 +266,63 @@ def steps_listed(result) -> bool:
             and all(isinstance(step, torch.Tensor) for step in result[0]))
 
 
-def state_listed(result, lstm: bool) -> bool:
-    """Whether a layer's return value holds its final state as a list with one entry per layer
-    and direction, where torch.nn's holds one tensor (h_n; an LSTM's (h_n, c_n)): `(output,
-    [h_0, h_1])`, an LSTM's `(output, [(h_0, c_0), (h_1, c_1)])`."""
-    if not (isinstance(result, (tuple, list)) and len(result) == 2
-            and isinstance(result[1], (tuple, list)) and len(result[1]) > 0):
-        return False
-    if not lstm:
-        return all(isinstance(unit, torch.Tensor) for unit in result[1])
-    return all(isinstance(unit, (tuple, list)) and len(unit) == 2
-               and all(isinstance(part, torch.Tensor) for part in unit) for unit in result[1])
+def listed_state(cfg, state, batched: bool, ends: tuple | None = None):
+    """A layer's final state listed with one entry per layer and direction, where torch.nn's is
+    one tensor (h_n; an LSTM's (h_n, c_n)): `[h_0, h_1]`, an LSTM's `[(h_0, c_0), (h_1, c_1)]`
+    or `([h_0, h_1], [c_0, c_1])`, as torch.nn's, each entry stacked (or concatenated where it
+    keeps a leading axis of one). An LSTM's two entries of two tensors read either way: the way
+    whose top layer's h is where the output ends (`ends`: its first and last steps, the reverse
+    direction ending at the first). None where the state is no such list
+    (another number of entries: a list of steps; entries of different shapes), or cannot be
+    told."""
+    units = cfg.num_layers * cfg.num_directions
 
+    def tensors(value, count: int) -> bool:
+        return (isinstance(value, (tuple, list)) and len(value) == count
+                and all(isinstance(item, torch.Tensor) for item in value))
 
-def stacked_state(units, lstm: bool, batched: bool):
-    """A final state listed per layer and direction (`state_listed`) as torch.nn's: each entry
-    stacked, or concatenated where it keeps its own leading axis of one; the list as it was
-    where its entries differ in shape."""
-    def stacked(tensors):
-        joined = torch.cat if tensors[0].dim() == (3 if batched else 2) else torch.stack
+    def stacked(entries):
+        joined = torch.cat if entries[0].dim() == (3 if batched else 2) else torch.stack
         try:
-            return joined(list(tensors))
+            return joined(list(entries))
         except RuntimeError:
             return None
-    parts = [stacked(tensors) for tensors in (zip(*units) if lstm else [units])]
-    if any(part is None for part in parts):
-        return units
-    return tuple(parts) if lstm else parts[0]
+    if cfg.family != "lstm":
+        return stacked(state) if tensors(state, units) else None
+    listed = isinstance(state, (tuple, list))
+    readings = []
+    if listed and len(state) == units and all(tensors(unit, 2) for unit in state):
+        readings.append(list(zip(*state)))  # (h, c) per unit
+    if listed and len(state) == 2 and all(tensors(part, units) for part in state):
+        readings.append(list(state))  # the units' h, then their c
+    if len(readings) == 2:
+        readings = [parts for parts in readings if ends and _ends_output(cfg, parts[0], *ends)]
+    if len(readings) != 1:
+        return None
+    parts = [stacked(part) for part in readings[0]]
+    return None if any(part is None for part in parts) else tuple(parts)
+
+
+def _ends_output(cfg, h_units, first: torch.Tensor, last: torch.Tensor) -> bool:
+    """Whether the top layer's h among `h_units` is, in each direction, the output where that
+    direction ends: the forward half of its `last` step, the reverse half of its `first`."""
+    width = last.shape[-1] // cfg.num_directions
+    top = (cfg.num_layers - 1) * cfg.num_directions
+    for direction, step in enumerate((last, first)[:cfg.num_directions]):
+        want, h = step[..., direction * width:(direction + 1) * width], h_units[top + direction]
+        if h.numel() != want.numel() or not torch.equal(h.reshape(want.shape), want):
+            return False
+    return True
+
+
+def listed_final_state(cfg, result):
+    """`listed_state` of a layer's return value (output, state); None for any other."""
+    if not (isinstance(result, (tuple, list)) and len(result) == 2
+            and isinstance(result[0], torch.Tensor)):
+        return None
+    output = result[0]
+    steps = output.transpose(0, 1) if cfg.batch_first and output.dim() == 3 else output
+    return listed_state(cfg, result[1], batched=output.dim() == 3, ends=(steps[0], steps[-1]))
 
 
 def describe_structure(value) -> str:

@@ -679,9 +679,13 @@ def test_an_output_layer_named_for_y_yields_to_the_recurrence_s_own_matrix():
             "weight_ih": "plain", "weight_hh": "plain", "bias_ih": "plain"}
         assert param_roles.template(readout) not in roles
         assert param_roles.template(bias) not in roles
-    # a y-named matrix that is the only one of its shape is the recurrence's
-    alone = {"W_xy": (5, 3), "W_hh": (5, 5)}
-    assert param_roles.learn_roles(Config("rnn_cell", 3, 5), alone)["W_xy"] == ("weight_ih", "plain")
+    # where the state is named y, its keys are its own: x to y is the input's weight, b_y a bias
+    y_state = {"W_xy": (5, 3), "W_yy": (5, 5), "b_x": (5,), "b_y": (5,)}
+    assert {block for block, _ in param_roles.learn_roles(Config("rnn_cell", 3, 5), y_state).values()
+            } == {"weight_ih", "weight_hh", "bias_ih", "bias_hh"}
+    # beside a readout the shapes cannot tell from the input's weight, no guess
+    with pytest.raises(MappingError, match="both look like weight_ih"):
+        param_roles.learn_roles(Config("rnn_cell", 3, 5), {**y_state, "decoder.weight": (3, 5)})
 
 
 class RMSNorm(nn.Module):  # a normalisation layer of the module's own

@@ -141,6 +141,21 @@ def test_a_batch_of_one_that_crashes_where_two_run_right_is_named():
         ("passed", None), ("failed", "batch_of_one_broken")], _listing(results)
 
 
+def test_a_list_of_steps_where_the_final_state_belongs_is_not_read_as_one():
+    from torch import nn
+
+    from rnnbench.impls import Implementation
+
+    class StepsAsStateRNN(nn.RNN):  # every step's h where h_n belongs: no final state
+        def forward(self, input, hx=None):
+            out, _ = super().forward(input, hx)
+            return out, list(out.unbind(0))
+
+    [steps] = run_checks(Implementation("t", {"rnn": StepsAsStateRNN}), kinds=["rnn"],
+                         checks="forward/single-layer")
+    assert steps.outcome == "failed" and steps.message.startswith("forward returned a tuple")
+
+
 def test_a_wrong_function_is_its_mistake_in_half_precision_too_not_imprecision():
     # A coarser dtype's tolerance covers the Cho GRU's difference in float16; the mistake that
     # explains it within float16's own is the diagnosis.

@@ -263,6 +263,7 @@ REAL_CODE = [
     RealCode(f"{REAL}:NoDropoutRNN", "rnn", "", YES, NO, {"dropout": "observed"}),
     RealCode(f"{REAL}:PerLayerStateLSTM", "lstm", "state_not_stacked", YES, NO, {}),
     RealCode(f"{REAL}:DirectionStatesGRU", "gru", "state_not_stacked", YES, NO, {}),
+    RealCode(f"{REAL}:DirectionTuplesLSTM", "lstm", "state_not_stacked", YES, NO, {}),
     RealCode(f"{REAL}:MinCharRNNCell", "rnn_cell", "init_wrong_distribution", NO, NO,
              dict.fromkeys(("no_bias", "factory_kwargs", "optional_state"), "signature")),
     RealCode(f"{REAL}:ReadoutRNNCell", "rnn_cell", "forward returned a tuple (Tensor, Tensor)",

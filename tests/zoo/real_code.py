@@ -78,6 +78,9 @@ catalogue.py (REAL_CODE).
   own: Why has weight_ih's shape transposed, and its name says it is the output layer's.
 - `PerLayerStateLSTM`: torch.nn's LSTM returning its final state as a list of (h, c) per layer
   and direction, each (batch, hidden), as PyTorch's own benchmark LSTMs (fastrnns) return it.
+- `DirectionTuplesLSTM`: torch.nn's LSTM returning, when bidirectional, h_n and c_n each as a
+  tuple (forward, backward): two entries of two tensors, as a list of (h, c) per layer would be,
+  read the way whose top layer's h ends the output.
 - `DirectionStatesGRU`: torch.nn's GRU returning h_n as a tuple of one tensor per layer and
   direction, as scratch bidirectional layers return (forward, backward) states.
 - `NoDropoutRNN`: torch.nn's RNN whose constructor raises NotImplementedError for any dropout,
@@ -603,3 +606,11 @@ class DirectionStatesGRU(nn.GRU):
     def forward(self, input, hx=None):
         output, h_n = super().forward(input, hx)
         return output, tuple(h_n[unit:unit + 1] for unit in range(h_n.shape[0]))
+
+
+class DirectionTuplesLSTM(nn.LSTM):
+    def forward(self, input, hx=None):
+        output, (h_n, c_n) = super().forward(input, hx)
+        if self.bidirectional:
+            return output, (tuple(h_n.unbind(0)), tuple(c_n.unbind(0)))
+        return output, (h_n, c_n)

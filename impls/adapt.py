@@ -292,7 +292,9 @@ def _forward_positional(constructor) -> list[inspect.Parameter] | None:
     one) or of a scripted module's compiled forward, self left out; None where they are not
     known (not a class, *args, no signature)."""
     if isinstance(constructor, torch.jit.RecursiveScriptModule):
-        signature = _signature(constructor.forward)  # bound: no self
+        # bound: no self; none where scripting compiled no forward (the checks say it lacks one)
+        forward = getattr(constructor, "forward", None)
+        signature = _signature(forward) if callable(forward) else None
         params = list(signature.parameters.values()) if signature else []
     elif isinstance(constructor, type):
         # Read statically: a class's own attribute machinery (torch.jit.ScriptModule's, for

@@ -192,7 +192,14 @@ def from_user(cfg, shapes: dict[str, tuple], user: dict[str, str]) -> ParamMap:
             raise MappingError(f"--param-map {key}={given}: the gates of {cfg.describe()} are "
                                f"{', '.join(cfg.gates)}, each once")
         rows = cfg.hidden_size
+        held = shapes[key][1] if layout in ("T", "row") else shapes[key][0]
+        if held != len(gates) * rows:
+            raise MappingError(f"--param-map {key}={given}: {key} holds {held} rows, "
+                               f"{len(gates)} gate(s) of {rows}")
         for index, gate in enumerate(gates):
+            if gate in gated.get(name, {}):
+                raise MappingError(f"--param-map gives gate {gate} of {name} twice "
+                                   f"({gated[name][gate].key} and {key})")
             gated.setdefault(name, {})[gate] = Piece(key, layout, rows=(index * rows, (index + 1) * rows))
     for name, pieces in gated.items():
         if set(pieces) != set(cfg.gates) or entries[name]:

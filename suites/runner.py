@@ -124,7 +124,9 @@ def plan(impl: Implementation, kinds=None, quick: bool = False, checks: str | No
     def matches(item: Item, pattern: str) -> bool:
         return any(fnmatch.fnmatchcase(text, pattern) for text in (item.id, f"{item.kind}/{item.id}"))
 
-    patterns = checks.split(",")
+    patterns = [pattern.strip() for pattern in checks.split(",") if pattern.strip()]
+    if not patterns:
+        raise UsageError(f"--check {checks!r}: no pattern (ids look like forward/single-layer)")
     # one mistyped pattern among several must not quietly drop its checks
     for pattern in patterns:
         if not any(matches(item, pattern) for item in items):

@@ -90,21 +90,26 @@ def unreadable(module: torch.nn.Module, state: dict | None = None) -> dict[str, 
 
 
 def unregistered(module: torch.nn.Module) -> list[str]:
-    """The attributes (of the module or a submodule) that hold modules or trainable tensors in
-    a plain list, tuple or dict, which nn.Module does not register: their parameters are in no
-    state_dict, parameters() or .to()."""
-    # a list of modules registered elsewhere too (`self.directions = [self.fwd, self.bwd]`) hides
-    # nothing
-    registered = {id(m) for m in module.modules()} | {id(p) for p in module.parameters()}
-    found = []
-    for prefix, submodule in module.named_modules():
-        for name, value in vars(submodule).items():
-            items = value.values() if isinstance(value, dict) else value
-            if not name.startswith("_") and isinstance(value, (list, tuple, dict)) and any(
-                    id(item) not in registered and (isinstance(item, torch.nn.Module) or (
-                        isinstance(item, torch.Tensor) and item.requires_grad)) for item in items):
-                found.append(f"{prefix}.{name}" if prefix else name)
-    return found
+    """The attributes (of the module or a submodule) that hold modules or trainable leaf
+    tensors in plain lists, tuples or dicts (nested too), which nn.Module does not register:
+    their parameters are in no state_dict, parameters() or .to(). A list of what is registered
+    anyway (`[self.fwd, self.bwd]`, chunks of a registered weight) hides nothing."""
+    registered = {id(m) for m in module.modules()}
+    storages = {p.untyped_storage().data_ptr() for p in module.parameters()}
+
+    def hidden(value) -> bool:
+        if isinstance(value, dict):
+            return any(hidden(item) for item in value.values())
+        if isinstance(value, (list, tuple)):
+            return any(hidden(item) for item in value)
+        if isinstance(value, torch.nn.Module):
+            return id(value) not in registered
+        return (isinstance(value, torch.Tensor) and value.is_leaf and value.requires_grad
+                and value.untyped_storage().data_ptr() not in storages)
+    return [f"{prefix}.{name}" if prefix else name
+            for prefix, submodule in module.named_modules()
+            for name, value in vars(submodule).items()
+            if not name.startswith("_") and isinstance(value, (list, tuple, dict)) and hidden(value)]
 
 
 def _raise_if_unregistered(module: torch.nn.Module, problem: str) -> None:

@@ -297,9 +297,9 @@ def _linear_weights(module: torch.nn.Module) -> frozenset[str]:
 _NORMS = (torch.nn.LayerNorm, torch.nn.GroupNorm, torch.nn.RMSNorm,
           torch.nn.modules.batchnorm._NormBase)
 # A class of the module's own (or a scripted one, whose type is RecursiveScriptModule) named as
-# one: LayerNorm, RMSNorm, BatchNorm1d, LayerNormalization; a weight or spectral norm wraps a
-# weight of the recurrence instead.
-_NORM_NAME = re.compile(r"(?!Weight|Spectral)\w*(Norm(\dd)?|Normali[sz]ation)")
+# one: LayerNorm, RMSNorm, BatchNorm1d, LayerNormalization; not a class that has a norm inside
+# (GRUCellLayerNorm), nor a weight or spectral norm, which wraps a weight of the recurrence.
+_NORM_NAME = re.compile(r"(Layer|RMS|Batch|Group|Instance)?(Norm(\dd)?|Normali[sz]ation)")
 
 
 def _norm_parameters(module: torch.nn.Module) -> frozenset[str]:

@@ -236,6 +236,17 @@ def test_a_required_state_is_read_from_the_forward_that_runs(constructor):
     assert module(torch.ones(4, 3)).shape == (4, 5)
 
 
+def make_scripted_gru(*args, **kwargs):
+    return torch.jit.script(nn.GRU(*args, **kwargs))  # scripting nn.GRU compiles no forward
+
+
+def test_a_scripted_module_without_a_forward_is_left_for_the_checks_to_call():
+    adapted = adapt("gru", make_scripted_gru)
+    assert "optional_state" not in getattr(adapted, "unsupported", {})
+    with pytest.raises(AttributeError, match="no attribute 'forward'"):
+        adapted(3, 5)(torch.ones(2, 1, 3))
+
+
 class OptionalStateScriptedCell(ScriptedStateRequiredCell):
     def forward(self, x, h_prev=None):  # Python's, over the compiled one it inherits
         return self.cell(x, h_prev)
@@ -700,6 +711,13 @@ class WeightNorm(nn.Module):  # a reparametrised weight of the recurrence, no no
         self.direction = nn.Parameter(torch.ones(rows, cols))
 
 
+class GRUCellLayerNorm(nn.Module):  # a cell with a norm inside: its weights are the recurrence's
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        self.W_ih = nn.Parameter(torch.ones(3 * hidden_size, input_size))
+        self.norm = nn.LayerNorm(3 * hidden_size)
+
+
 def test_normalisation_layers_are_found_by_type_or_by_their_class_name_scripted_too():
     from rnnbench.suites.torch_nn import _norm_parameters
 
@@ -707,7 +725,10 @@ def test_normalisation_layers_are_found_by_type_or_by_their_class_name_scripted_
     module.scripted = torch.jit.script(nn.LayerNorm(20))  # a RecursiveScriptModule by type
     module.own = RMSNorm(20)
     module.recurrent = WeightNorm(20, 5)
-    assert _norm_parameters(module) == {"scripted.weight", "scripted.bias", "own.gain"}
+    module.cell = GRUCellLayerNorm(3, 5)
+    module.spectral = nn.utils.parametrizations.spectral_norm(nn.Linear(5, 5))
+    assert _norm_parameters(module) == {"scripted.weight", "scripted.bias", "own.gain",
+                                        "cell.norm.weight", "cell.norm.bias"}
 
 
 def test_gate_names_are_read_whole_and_a_gate_no_name_gives_is_unreadable_not_missing():
@@ -1036,8 +1057,12 @@ def test_layers_held_in_a_plain_list_are_named_as_what_hides_the_parameters():
     assert "cells holds modules or parameters in a plain list" in result.message
     registered = ListedCellsRNN(3, 5)
     registered.layers = nn.ModuleList(registered.cells)  # the list is a second view of them
+    registered.gate_views = registered.cells[0].weight_hh.chunk(1)  # views of a parameter
     assert unregistered(registered) == []
     assert unregistered(ListedCellsRNN(3, 5)) == ["cells"]
+    nested = nn.Module()
+    nested.layers = [[nn.RNNCell(3, 5), nn.RNNCell(3, 5)]]  # per layer, per direction
+    assert unregistered(nested) == ["layers"]
 
 
 class UpdateResetStackedGRUCell(nn.Module):
@@ -1068,6 +1093,10 @@ def test_a_user_map_can_say_which_gates_rows_a_key_holds():
         parammap.from_user(cfg, shapes, {"x2h.weight": "weight_ih:zr"})
     with pytest.raises(MappingError, match="the gates of gru_cell.* are r, z, n, each once"):
         parammap.from_user(cfg, shapes, {"x2h.weight": "weight_ih:zf"})
+    with pytest.raises(MappingError, match="x2h.weight holds 10 rows, 3 gate"):
+        parammap.from_user(cfg, shapes, {"x2h.weight": "weight_ih:zrn"})
+    with pytest.raises(MappingError, match="gate n of weight_ih twice"):
+        parammap.from_user(cfg, shapes, {"x2h.weight": "weight_ih:rn", "x2r.weight": "weight_ih:n"})
     with pytest.raises(MappingError, match=r"\.T goes after the name \(x2r.weight=weight_ih.T\)"):
         parammap.from_user(cfg, shapes, {"x2r.weight.T": "weight_ih"})
     result = forward_result("gru_cell", UpdateResetStackedGRUCell, param_map=user)

@@ -309,6 +309,9 @@ def test_a_mistyped_pattern_among_several_is_a_usage_error_naming_it(capsys):
                  "--check", "parameters/single-layer,forwrd/single-layer"]) == 2
     err = capsys.readouterr().err
     assert "--check forwrd/single-layer: no check matches" in err, err
+    # spaces after the commas and a trailing comma are no patterns
+    assert main(["conform", "native", "--kind", "rnn",
+                 "--check", "parameters/single-layer, forward/single-layer,"]) == 0
 
 
 def test_a_fuzz_search_keeps_distinct_failures_apart_each_with_its_smallest_case():

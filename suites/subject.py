@@ -94,22 +94,30 @@ def unregistered(module: torch.nn.Module) -> list[str]:
     tensors in plain lists, tuples or dicts (nested too), which nn.Module does not register:
     their parameters are in no state_dict, parameters() or .to(). A list of what is registered
     anyway (`[self.fwd, self.bwd]`, chunks of a registered weight) hides nothing."""
-    registered = {id(m) for m in module.modules()}
-    storages = {p.untyped_storage().data_ptr() for p in module.parameters()}
+    registered = {id(m) for m in module.modules()} | {id(p) for p in module.parameters()}
+    storages = {_storage(p) for p in module.parameters()} - {None}
 
     def hidden(value) -> bool:
         if isinstance(value, dict):
             return any(hidden(item) for item in value.values())
         if isinstance(value, (list, tuple)):
             return any(hidden(item) for item in value)
-        if isinstance(value, torch.nn.Module):
+        if isinstance(value, (torch.nn.Module, torch.nn.Parameter)):
             return id(value) not in registered
         return (isinstance(value, torch.Tensor) and value.is_leaf and value.requires_grad
-                and value.untyped_storage().data_ptr() not in storages)
+                and _storage(value) not in storages)
     return [f"{prefix}.{name}" if prefix else name
             for prefix, submodule in module.named_modules()
             for name, value in vars(submodule).items()
             if not name.startswith("_") and isinstance(value, (list, tuple, dict)) and hidden(value)]
+
+
+def _storage(tensor: torch.Tensor) -> int | None:
+    """Where a tensor's storage lies; None for one that has none yet (a lazy module's)."""
+    try:
+        return tensor.untyped_storage().data_ptr()
+    except (ValueError, RuntimeError):
+        return None
 
 
 def _raise_if_unregistered(module: torch.nn.Module, problem: str) -> None:

@@ -160,9 +160,13 @@ class Adapted:
                 "modules are built, then moved with .to()")
         # A factory function's forward is that of the class it builds, or of the scripted
         # module it returns (torch.jit.script(module)), whose class says nothing of it.
-        built = None if isinstance(constructor, type) else self._built()
-        forward_of = (constructor if isinstance(constructor, type) else
-                      built if isinstance(built, torch.jit.RecursiveScriptModule) else type(built))
+        if isinstance(constructor, type):
+            forward_of = constructor
+        else:
+            forward_of = self._built()  # None where it does not build
+            scripted = isinstance(forward_of, torch.jit.RecursiveScriptModule)
+            if forward_of is not None and not scripted:
+                forward_of = type(forward_of)
         self.forward_features = _forward_features(forward_of)
         self.unsupported.update({feature: reason for feature, reason in
                                  self.forward_features.items()})

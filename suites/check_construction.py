@@ -83,9 +83,9 @@ def check_state_argument(subject, case) -> dict:
 def check_output_structure(subject, case) -> dict:
     """A module returns torch.nn's structure: a cell its state itself, h or an LSTM's (h, c),
     not inside a tuple or the output-and-state structure of a layer; a layer its output sequence
-    and final state as one tensor each, not a list of steps or of layers. The other checks read through those
-    (`rnnbench.suites.torch_nn.flatten_result`), so this is the one that says code written for
-    torch.nn gets them."""
+    and final state as one tensor each, not a list of steps or of layers. The other checks read
+    through those (`rnnbench.suites.torch_nn.flatten_result`), so this is the one that says code
+    written for torch.nn gets them."""
     run = Run(subject, case, subject.suite.plain_dtype, "output-structure")
     x, hx = run.tensors()
     result = run.subject_call(x, hx)
@@ -101,7 +101,7 @@ def check_output_structure(subject, case) -> dict:
                       f"{expected}: code written for it gets the list", "state_not_stacked")
     run.unpack(run.cfg, x, result)  # a structure no check reads fails as it does everywhere
     if run.cfg.is_cell and not _torch_nn_structure(run.cfg, result):
-        expected = "(h, c)" if run.cfg.family == "lstm" else "h alone"
+        expected = "(h, c)" if lstm else "h alone"
         raise Finding(f"forward returns {describe_structure(result)} where "
                       f"{subject.suite.contract} cell returns {expected}: code written for it "
                       "gets the wrapping", "wrapped_output")

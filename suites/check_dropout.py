@@ -121,17 +121,21 @@ def _memoryless(cfg: Config, bias: str = INPUT_BIAS) -> dict:
              for gate in cfg.gates]
     values = {INPUT_WEIGHT: np.concatenate([np.eye(hidden) * (role == "carry") for role in roles]),
               bias: np.concatenate([np.full(hidden, LEVELS[role]) for role in roles])}
-    first_layer = param_shapes(cfg.replace(num_layers=1))
     block = blocks(cfg)
     return {name: values.get(block[name], np.zeros(shape))
-            for name, shape in param_shapes(cfg).items() if name not in first_layer}
+            for name, shape in param_shapes(cfg).items() if name in _upper_layers(cfg)}
 
 
 def _lacks(run: Run, cfg: Config, bias: str) -> bool:
     """Whether the module holds no `bias` block in the layers above the first (the checks hold
     it at zero)."""
-    return any(blocks(cfg)[name] == bias for name in run.pmap.missing
-               if name not in param_shapes(cfg.replace(num_layers=1)))
+    block, upper = blocks(cfg), _upper_layers(cfg)
+    return any(block[name] == bias for name in run.pmap.missing if name in upper)
+
+
+def _upper_layers(cfg: Config) -> set[str]:
+    """The spec's parameters of the layers above the first."""
+    return set(param_shapes(cfg)) - set(param_shapes(cfg.replace(num_layers=1)))
 
 
 def _judge_time_variation(p: float, ratio: np.ndarray) -> dict:

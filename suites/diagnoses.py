@@ -69,8 +69,7 @@ def _told_apart(run, tied: set[str], tol) -> set[str]:
     shapes = io_shapes(run.cfg, run.case.batch, run.case.steps)
     hx64 = {name: run.rounded(rng.uniform(-1, 1, shapes[name])) for name in state_names(run.cfg)}
     try:
-        observed = run.run(hx={name: run.subject.tensor(value, run.dtype)
-                               for name, value in hx64.items()})
+        observed = run.run(hx=run.tensors(hx64=hx64)[1])
     except Finding:
         return tied
     found = tied & mistakes.matches(run.cfg, run.params, run.x64, hx64, observed,
@@ -162,8 +161,7 @@ def _batch_of_one_broken(run, observed, expected, tol) -> str | None:
     hx = None if run.hx64 is None else {
         name: np.concatenate([value] * 2, state_axis) for name, value in run.hx64.items()}
     try:
-        doubled = run.run(x=run.subject.tensor(x, run.dtype), hx=None if hx is None else {
-            name: run.subject.tensor(value, run.dtype) for name, value in hx.items()})
+        doubled = run.run(*run.tensors(x, hx))
     except Finding:
         return None
     return "batch_of_one_broken" if agree(doubled, run.expected(x=x, hx=hx), tol) else None

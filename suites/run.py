@@ -135,12 +135,16 @@ class Run:
         """`array` rounded to the module's dtype, as float64."""
         return to_numpy(self.subject.tensor(array, self.dtype))
 
-    def tensors(self) -> tuple[torch.Tensor, dict | None]:
-        """Fresh tensors of the input and initial state (None when the case omits it): every call
-        gets its own, so an implementation that writes to its input cannot change later calls."""
-        hx = None if self.hx64 is None else {
-            name: self.subject.tensor(value, self.dtype) for name, value in self.hx64.items()}
-        return self.subject.tensor(self.x64, self.dtype), hx
+    def tensors(self, x64: np.ndarray | None = None,
+                hx64=_UNSET) -> tuple[torch.Tensor, dict | None]:
+        """Fresh tensors of the input and initial state, the run's or those given (None when
+        omitted), in the run's dtype: every call gets its own, so an implementation that writes
+        to its input cannot change later calls."""
+        x64 = self.x64 if x64 is None else x64
+        hx64 = self.hx64 if hx64 is _UNSET else hx64
+        hx = None if hx64 is None else {
+            name: self.subject.tensor(value, self.dtype) for name, value in hx64.items()}
+        return self.subject.tensor(x64, self.dtype), hx
 
     @property
     def steps(self) -> int:
@@ -272,9 +276,8 @@ def listed_state(cfg, state, batched: bool, ends: tuple | None = None):
     or `([h_0, h_1], [c_0, c_1])`, as torch.nn's, each entry stacked (or concatenated where it
     keeps a leading axis of one). An LSTM's two entries of two tensors read either way: the way
     whose top layer's h is where the output ends (`ends`: its first and last steps, the reverse
-    direction ending at the first). None where the state is no such list
-    (another number of entries: a list of steps; entries of different shapes), or cannot be
-    told."""
+    direction ending at the first). None where the state is no such list (another number of
+    entries: a list of steps; entries of different shapes), or cannot be told."""
     units = cfg.num_layers * cfg.num_directions
 
     def tensors(value, count: int) -> bool:

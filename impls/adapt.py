@@ -59,6 +59,10 @@ class CannotConstruct(TypeError):
     """The constructor needs something torch.nn's constructor does not give it."""
 
 
+class CannotCall(CannotConstruct):
+    """forward requires an argument torch.nn's forward does not take, before its state."""
+
+
 def torch_signature(kind: str) -> inspect.Signature:
     """torch.nn's constructor signature for `kind`, without `self`."""
     signature = inspect.signature(signatures.SIGNATURES[kind].__init__)
@@ -167,7 +171,8 @@ class Adapted:
             scripted = isinstance(forward_of, torch.jit.RecursiveScriptModule)
             if forward_of is not None and not scripted:
                 forward_of = type(forward_of)
-        self.forward_features = _forward_features(forward_of)
+        self.forward_requires = forward_requires(forward_of)
+        self.forward_features = {} if self.forward_requires else _forward_features(forward_of)
         self.unsupported.update({feature: reason for feature, reason in
                                  self.forward_features.items()})
         self.split_state = split_state(kind, forward_of)
@@ -216,7 +221,8 @@ class Adapted:
     @property
     def needed(self) -> bool:
         """Whether calling the constructor as torch.nn's would differ from calling it as is."""
-        return bool(self.unsupported or self.required_extra or self.positional_only
+        return bool(self.unsupported or self.required_extra or self.forward_requires
+                    or self.positional_only
                     or not self.by_name or _is_plain_class(self.constructor) or self.split_state)
 
     def __repr__(self) -> str:
@@ -229,6 +235,11 @@ class Adapted:
             raise TypeError(f"{self.kind}: {exc}") from None
         bound.apply_defaults()
         given = dict(bound.arguments)
+        if self.forward_requires:
+            required, state = self.forward_requires
+            raise CannotCall(
+                f"forward requires {', '.join(f'`{n}`' for n in required)} before its state "
+                f"(`{state}`), which torch.nn's forward does not take")
         if self.required_extra:
             raise CannotConstruct(
                 f"the constructor requires {', '.join(f'`{n}`' for n in self.required_extra)}, "
@@ -345,6 +356,22 @@ def split_state(kind: str, constructor) -> tuple[str, str] | None:
     if not positional or len(positional) < 3 or not _CELL_STATE.search(positional[2].name.lower()):
         return None
     return positional[1].name, positional[2].name
+
+
+# A state's name: h, hx, h0, h_prev, hidden, state, initial_state, prev_state, memory, carry, ...
+_STATE = re.compile(r"(^|_)(h|hx|ht|h\d|hidden\w*|states?|init\w*|prev\w*|memory|mem|carry)(_|$)")
+
+
+def forward_requires(constructor) -> tuple[list[str], str] | None:
+    """The arguments forward requires before its state where that is not its second
+    (`forward(inputs, batch_lengths, initial_state=None)`), and the state's name; None where
+    the second argument may be the state (its name says nothing otherwise)."""
+    positional = _forward_positional(constructor)
+    if not positional or len(positional) < 3 or _STATE.search(positional[1].name.lower()):
+        return None
+    later = next((i for i, p in enumerate(positional[2:], 2) if _STATE.search(p.name.lower())), None)
+    required = [p.name for p in positional[1:later or 1] if p.default is p.empty]
+    return (required, positional[later].name) if later and required else None
 
 
 def _forward_features(constructor) -> dict[str, str]:

@@ -2,6 +2,7 @@
 exception is said in one line."""
 from __future__ import annotations
 
+import re
 import sys
 import traceback
 from pathlib import Path
@@ -49,14 +50,22 @@ def _not_users() -> tuple[str, ...]:
     return tuple(str(folder.resolve()) + "/" for folder in folders)
 
 
+# A frame of the traceback TorchScript's interpreter writes into its message.
+_SCRIPT_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+)', re.MULTILINE)
+
+
 def raised_at(exc: BaseException) -> str:
     """"file.py:line" of the last frame of the user's own code the exception passed through
-    (rnnbench's, torch's, NumPy's and the standard library's frames skipped), else of the
-    innermost frame; "" without a traceback."""
-    frames = traceback.extract_tb(exc.__traceback__)
+    (rnnbench's, torch's, NumPy's and the standard library's frames skipped), or of the
+    TorchScript traceback in its message (a scripted forward runs none of its lines in Python),
+    else of the innermost frame; "" without a traceback."""
+    frames = [(f.filename, f.lineno) for f in traceback.extract_tb(exc.__traceback__)]
     if not frames:
         return ""
     skipped = _not_users()
-    users = [f for f in frames if not str(Path(f.filename).resolve()).startswith(skipped)]
-    frame = (users or frames)[-1]
-    return f"{Path(frame.filename).name}:{frame.lineno}"
+    scripted = ([(path, int(line)) for path, line in _SCRIPT_FRAME.findall(str(exc))]
+                if str(exc).lstrip().startswith(_TRACEBACK_OPENINGS[1]) else [])
+    users = [(path, line) for path, line in frames + scripted
+             if not str(Path(path).resolve()).startswith(skipped)]
+    path, line = (users or frames)[-1]
+    return f"{Path(path).name}:{line}"

@@ -20,10 +20,18 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 DIAGNOSES: dict[str, str] = {
-    "h0_none_unhandled": "h0=None not handled (crash, or initial state not zeros of the input's dtype)",
+    "h0_none_unhandled": "h0=None not handled (a crash, or an initial state that is not zeros of the "
+                         "input's batch and dtype)",
+    "state_kept_between_calls": "forward keeps its final state and starts the next call "
+                                "from it when none is given (a stateful module), where torch.nn "
+                                "starts every call from zeros",
     "h0_ignored": "the given initial state is ignored",
     "c0_ignored": "the given initial cell state c0 is ignored (the cell state starts at zero)",
     "h_n_no_layer_dim": "h_n has no layer dimension",
+    "h0_no_layer_dim": "the initial state is taken without its layer axis, (batch, hidden), "
+                       "where torch.nn's is (layers x directions, batch, hidden)",
+    "cell_state_layer_axis": "the state is taken (or returned) with a layer's leading axis, "
+                             "(1, batch, hidden), where torch.nn's cells have (batch, hidden)",
     "h_n_layout": "h_n layers/directions in the wrong order",
     "weight_transposed": "W used transposed (W^T instead of W)",
     "missing_nonlinearity": "nonlinearity missing (no tanh)",

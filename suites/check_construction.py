@@ -39,8 +39,9 @@ def check_parameters(subject, case) -> dict:
     if renamed and not subject.impl.param_map:
         what = "layouts" if all(p.key == name for name, pieces in renamed.items()
                                 for p in pieces) else "names"
+        assumed = f" ({pmap.assumed})" if pmap.assumed else ""
         raise Finding(f"state_dict {what} differ from {contract}; the checks read them as: "
-                      f"{pmap.describe()}{beside}", "param_names", param_map=read_as)
+                      f"{pmap.describe()}{assumed}{beside}", "param_names", param_map=read_as)
     if extra:
         raise Finding(f"state_dict has entries {contract} has not: {listed(extra)}",
                       "param_names", parameter=extra[0])

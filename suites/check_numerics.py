@@ -24,7 +24,7 @@ from rnnbench.suites.compare import (precision_reached, require_gradients_close,
                                      require_outputs_close)
 from rnnbench.suites.results import Finding
 from rnnbench.suites.run import Run
-from rnnbench.suites.subject import call, spec_grad, spec_parameters, to_numpy
+from rnnbench.suites.subject import call, params_of, spec_grad, spec_parameters, to_numpy
 from rnnbench.wording import listed
 
 
@@ -42,7 +42,27 @@ def check_forward(subject, case, dtype: str) -> dict:
     except Finding as wrong:
         raise _other_parameters_at_zero(run, wrong) or wrong from None
     require_no_other_parameters(run)
+    if run.hx64 is None:
+        require_same_again(run)
     return numbers
+
+
+def require_same_again(run: Run) -> None:
+    """A second call with the state omitted answers as the first did: forward carries nothing
+    from one call to the next (a stateful module starts the second where the first ended; one
+    that changed its own parameters is said so)."""
+    try:
+        compare_forward(run, observe(run))
+    except Finding as again:
+        now = params_of(run.module, run.cfg, run.pmap)
+        changed = [name for name, value in run.params.items()
+                   if not np.array_equal(now[name], value)]
+        if changed:
+            again.message += f" (on a second call, after the first changed {listed(changed)})"
+            raise
+        raise Finding(f"a second call with the state omitted differs from the reference where the "
+                      f"first agreed: {again.message}", "state_kept_between_calls",
+                      **again.numbers) from None
 
 
 def require_conforming_close(run: Run, misshapen: Finding) -> None:

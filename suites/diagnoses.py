@@ -41,8 +41,8 @@ def diagnose(run, observed: dict | None, message: str = "") -> str | None:
         return "weight_transposed"
     tol = run.tolerance()
     expected = run.expected()
-    for probe in (_h0_none_unhandled, _state_first, _batch_first_ignored,
-                  _always_batch_first, _training_changes_output, _gates_split_by_size,
+    for probe in (_h0_none_unhandled, _state_first, _batch_first_ignored, _always_batch_first,
+                  _state_layout, _training_changes_output, _gates_split_by_size,
                   _batch_of_one_broken):
         found = probe(run, observed, expected, tol)
         if found:
@@ -243,6 +243,49 @@ def _state_first(run, observed, expected, tol) -> str | None:
     return "state_before_input" if agree(seen, expected, tol) else None
 
 
+def _state_layout(run, observed, expected, tol) -> str | None:
+    """forward raised on torch.nn's state, and its first output is the reference's with the
+    state shaped as much code shapes it: a cell's with a layer's leading axis of one, (1, batch,
+    hidden), as a one-layer stack's step takes it; a one-layer, one-direction layer's without
+    its layer axis, (batch, hidden), as a layer looping over a cell takes it (read time-major,
+    or batch-first where it reads its input so too: that is then its next finding). The zero
+    state is reshaped so too where forward requires its state. Not on a case whose tolerance is
+    scaled up (the saturated one), where a state read wrongly can still agree."""
+    cfg = run.cfg
+    if observed is not None or not is_batched(cfg, run.x64) or run.case.tolerance_scale != 1.0:
+        return None
+    hx64 = run.hx64
+    if hx64 is None and _requires_state(run.module):
+        hx64 = {name: to_numpy(value) for name, value in _zero_state(run).items()}
+    if hx64 is None:
+        return None
+    if cfg.is_cell:
+        diagnosis, hx64 = "cell_state_layer_axis", {name: v[None] for name, v in hx64.items()}
+    elif cfg.num_layers * cfg.num_directions == 1:
+        diagnosis, hx64 = "h0_no_layer_dim", {name: v[0] for name, v in hx64.items()}
+    else:
+        return None
+    first = run.spec.output_names(cfg)[0]
+    x, hx = run.tensors(hx64=hx64)
+    readings = [(x, (lambda out: out[0]) if cfg.is_cell else (lambda out: out))]
+    if not cfg.is_cell and not cfg.batch_first:
+        readings.append((x.transpose(0, 1), lambda out: out.transpose(0, 1)))
+    for given, read in readings:
+        try:
+            out = next(_tensors(run.subject_call(given, hx)), None)
+        except Finding:
+            continue
+        if out is not None and out.dim() == len(expected[first].shape) + cfg.is_cell and agree(
+                {first: to_numpy(read(out))}, {first: expected[first]}, tol):
+            return diagnosis
+    return None
+
+
+def _requires_state(module) -> bool:
+    """Whether forward requires its state (called with zeros of torch.nn's shapes for none)."""
+    return isinstance(module, StateAdapter) and module.takes_state and module.required
+
+
 def _state_named_first(module) -> bool:
     module = module.inner if isinstance(module, StateAdapter) else module
     try:
@@ -267,8 +310,8 @@ def _always_batch_first(run, observed, expected, tol) -> str | None:
             result = run.subject_call(x)
         except Finding:
             return None
-        output = result[0] if isinstance(result, (tuple, list)) and result else None
-        return to_numpy(output) if isinstance(output, torch.Tensor) and output.dim() == 3 else None
+        output = next(_tensors(result), None)  # the output sequence, alone or first
+        return to_numpy(output) if output is not None and output.dim() == 3 else None
 
     x = run.tensors()[0]
     batch_first, time_major = output_sequence(x.transpose(0, 1)), output_sequence(x)

@@ -77,10 +77,12 @@ def vector_layout(shape: tuple) -> str | None:
 class ParamMap:
     """Spec name -> the pieces holding it, concatenated along the first axis; no pieces: the
     module has no such parameter and it is held at zero. `given`: the user's map (`from_user`),
-    which a misshapen parameter may be the fault of."""
+    which a misshapen parameter may be the fault of. `assumed`: what of an inferred map its
+    module's outputs did not confirm ("" where they did, or nothing was open)."""
 
     entries: dict[str, tuple[Piece, ...]]
     given: bool = False
+    assumed: str = ""
 
     @property
     def identity(self) -> bool:

@@ -123,6 +123,9 @@ NOT_RUN = {
     "constructed": "its constructor needs arguments torch.nn's does not give, so its function "
                    "was not checked: a function that takes torch.nn's arguments and supplies "
                    "the others can stand in for it",
+    "called": "its forward needs arguments torch.nn's does not give, so its function was not "
+              "checked: a module whose forward takes torch.nn's arguments and supplies the others "
+              "can stand in for it",
 }
 
 

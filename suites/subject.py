@@ -27,7 +27,7 @@ from torch.nn.utils.spectral_norm import SpectralNorm
 from torch.nn.utils.weight_norm import WeightNorm
 
 from rnnbench.errors import one_line, raised_at
-from rnnbench.impls.adapt import CannotConstruct
+from rnnbench.impls.adapt import CannotCall, CannotConstruct
 from rnnbench.impls.base import Implementation
 from rnnbench.reference import Uniform
 from rnnbench.reference.kinds import kind_of
@@ -158,7 +158,9 @@ class Subject:
                           **cfg.constructor_kwargs(), **kwargs)
         except Finding as finding:
             if isinstance(finding.__cause__, CannotConstruct):
-                finding.numbers["constructed"] = False  # never ran: says nothing of the function
+                # never ran: says nothing of the function
+                finding.numbers["called" if isinstance(finding.__cause__, CannotCall)
+                                else "constructed"] = False
                 finding.message = str(finding.__cause__)  # rnnbench's refusal, not the code's
             raise
         if not isinstance(module, torch.nn.Module):
@@ -259,9 +261,11 @@ class Subject:
         # A key no rule placed that is shaped like a parameter the map lacks may be it, and so
         # may a column (H, 1) or row (1, H) the size of a missing bias or of one gate's block
         # of it: the function is then not checked, rather than failed for a parameter it may
-        # have, or for a bias held at zero that it has and uses.
+        # have, or for a bias held at zero that it has and uses. Under a map the user gave, a
+        # key shaped like any parameter it leaves out may be that one too (b_ih, unnamed).
         gates = len(getattr(cfg, "gates", "")) or 1
-        wanted = {tuple(shape) for name, shape in spec_shapes(cfg).items() if name in lacking}
+        left_out = pmap.missing if pmap.given else lacking
+        wanted = {tuple(shape) for name, shape in spec_shapes(cfg).items() if name in left_out}
         wanted |= {shape[::-1] for shape in wanted}
         columns = {size for name, shape in spec_shapes(cfg).items() if name in pmap.missing
                    and len(shape) == 1 for size in (shape[0], shape[0] // gates)}
@@ -272,8 +276,9 @@ class Subject:
             _raise_if_unregistered(module, f"state_dict lacks {listed(lacking)}")
         if pmap.missing and unplaced:
             absent = lacking or pmap.missing
-            raise Finding(f"no entry of the state_dict was found for {listed(absent)}; not "
-                          f"placed: {listed(unplaced)}", "param_names", parameter=absent[0],
+            unnamed = " (the --param-map given names none)" if pmap.given else ""
+            raise Finding(f"no entry of the state_dict was found for {listed(absent)}{unnamed}; "
+                          f"not placed: {listed(unplaced)}", "param_names", parameter=absent[0],
                           parameters_matched=False)
         if lacking:
             raise Finding(f"state_dict lacks {listed(lacking)}; it has {listed(list(shapes))}",

@@ -26,6 +26,7 @@ structure, where a forward first diverges (`divergence`) and the named mistakes 
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 import warnings
@@ -53,7 +54,7 @@ from rnnbench.suites.layers import blocks, is_batched, time_major
 from rnnbench.suites.results import Finding
 from rnnbench.suites.run import Run, describe_structure, listed_final_state, steps_listed
 from rnnbench.suites.statistics import fits, sample_fit
-from rnnbench.suites.subject import call, state_shapes, to_numpy
+from rnnbench.suites.subject import call, own_dtype, state_shapes, to_numpy
 
 # --- the cases ----------------------------------------------------------------------------------
 
@@ -76,6 +77,21 @@ SATURATING = 3000.0
 
 def _saturating(params, x):
     return params, SATURATING * x
+
+
+# The long-memory row's push on the input and forget gates' biases: both gates held near one,
+# so that the cell state adds up a candidate of one sign from step to step.
+OPEN_GATES = 6.0
+
+
+def _long_memory(params, x):
+    """The input the same at every step, three times the drawn one, and the LSTM's input and
+    forget gates held open: its cell state grows to several times what one step reaches (past
+    3, where a clipped cell state, ELMo's, parts from torch.nn's). One layer, time-major."""
+    width = len(params["bias_ih_l0"]) // 4
+    bias = params["bias_ih_l0"].copy()
+    bias[:2 * width] += OPEN_GATES
+    return {**params, "bias_ih_l0": bias}, np.broadcast_to(3.0 * x[:1], x.shape).copy()
 
 
 CASES: tuple[Case, ...] = (
@@ -103,6 +119,10 @@ CASES: tuple[Case, ...] = (
     *_rows(("rnn",), "relu", 4, 6, input_size=3, hidden_size=5, num_layers=2, nonlinearity="relu"),
     *_rows(SEQ, "saturated", 4, 6, only=("forward",), adjust=_saturating,
            tolerance_scale=SATURATING, input_size=3, hidden_size=5, quick=True),
+    # (The single-layer row's sizes, and a length of whole chunks of four steps: torch.compile
+    # shares that row's graphs.)
+    *_rows(("lstm",), "long-memory", 4, 12, only=("forward",), adjust=_long_memory,
+           input_size=3, hidden_size=5, quick=True),
     *_rows(("lstm",), "projection-bidirectional", 2, 5, input_size=3, hidden_size=7, num_layers=2,
            bidirectional=True, proj_size=4, quick=True),
     # The form from-scratch projections take: one layer, one direction.
@@ -342,7 +362,7 @@ def _settle_reading(subject, probe: Config, key: tuple, roles: dict) -> None:
                 return
     finally:
         if not outcomes or outcomes[-1] is not True:  # nothing fitted, or interrupted
-            _ROLES[key] = (roles, candidates[0])
+            _ROLES[key] = (roles, dataclasses.replace(candidates[0], told=False))
     if all(isinstance(outcome, Finding) for outcome in outcomes):
         _ROLES[key] = param_roles.MappingError(
             f"the probe module could not hold the spec's parameters read any way its layout "
@@ -434,11 +454,16 @@ def flatten_result(cfg: Config, result) -> dict[str, torch.Tensor]:
 
 def _cell_state(result, lstm: bool) -> tuple | None:
     """A cell's state from its return value: h, or an LSTM's (h, c), as torch.nn returns it or
-    inside the structure a layer returns, output and state (`return h, h`; `return h, (h, c)`),
-    or alone in a tuple. The `output-structure` check holds such wrapping against the drop-in
+    inside the structure a layer returns, output and state (`return h, h`; `return h, (h, c)`,
+    the state perhaps with a layer's leading axis, which the shape checks name), or alone in a
+    tuple. The `output-structure` check holds such wrapping against the drop-in
     level. None where the state cannot be read."""
     def same(a, b):
-        return all(isinstance(t, torch.Tensor) for t in (a, b)) and (a is b or identical(a, b))
+        """Whether state `b` is output `a`, or `a` with a layer's leading axis of one."""
+        if not all(isinstance(t, torch.Tensor) for t in (a, b)):
+            return False
+        return a is b or identical(a, b) or (b.dim() == a.dim() + 1 and b.shape[0] == 1
+                                             and identical(a, b[0]))
 
     def pair(value):
         return isinstance(value, (tuple, list)) and len(value) == 2
@@ -475,6 +500,8 @@ def batch_and_steps(cfg: Config, x) -> tuple[int | None, int]:
 def shape_diagnosis(cfg: Config, batch, steps, name: str, got: tuple) -> str | None:
     """Name the mistakes a wrong output shape gives away."""
     want = io_shapes(cfg, batch, steps)[name]
+    if cfg.is_cell and got == (1, *want):
+        return "cell_state_layer_axis"
     if batch == 1 and name not in ("h_n", "c_n") and got == io_shapes(cfg, None, steps)[name]:
         return "batch_of_one_broken"  # the batch axis squeezed away
     if name in ("h_n", "c_n") and len(got) == len(want) - 1:
@@ -628,23 +655,27 @@ def refused(subject, cfg, plain, other, other_state_like) -> Exception | None:
     """What forward raised on `other` where a fresh module of `cfg` ran `plain` asked the same
     way: with the state omitted, or else with zeros (shaped for `plain`, and for
     `other_state_like` on the second call). None when it ran both, or ran neither (or could not
-    be built): the checks then say how."""
-    def forward(module, x, hx):
-        return module(x) if hx is None else module(x, hx)
+    be built): the checks then say how. Each call gets a fresh module (one that keeps its state
+    between calls is not asked with the last one's), and the inputs in the dtype of the
+    module's own values (a module that makes itself float64 is asked in float64)."""
+    def forward(module, x, state_like, with_state: bool):
+        dtype = getattr(torch, own_dtype(module))
+        x = x.to(dtype)
+        return module(x, zero_state(cfg, state_like.to(dtype))) if with_state else module(x)
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        try:
-            module = subject.construct(cfg)
-        except Exception:
-            return None
-        for state in (lambda x: None, lambda x: zero_state(cfg, x)):
+        for with_state in (False, True):
             try:
-                forward(module, plain, state(plain))
+                first, second = subject.construct(cfg), subject.construct(cfg)
+            except Exception:
+                return None
+            try:
+                forward(first, plain, plain, with_state)
             except Exception:
                 continue
             try:
-                forward(module, other, state(other_state_like))
+                forward(second, other, other_state_like, with_state)
             except Exception as exc:
                 return exc
             return None

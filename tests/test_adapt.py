@@ -460,6 +460,16 @@ def test_a_matrix_over_state_then_input_is_read_so_when_only_that_gives_the_refe
     _, pmap = roles_and_map("rnn_cell", UnactivatedStateFirstConcatCell)
     assert pmap.entries["weight_ih"] == (Piece("h2h.weight", cols=(0, 4)),)
     assert forward_result("rnn_cell", UnactivatedStateFirstConcatCell).outcome == "failed"
+    # and the parameters check says the reading is torch.nn's for want of one that fits
+    from rnnbench.suites.runner import run_checks
+
+    [names] = run_checks(Implementation("t", {"rnn_cell": UnactivatedStateFirstConcatCell}),
+                         checks="parameters/batched")
+    assert names.message.endswith("-> bias_ih, bias_hh: none (held at zero) (read torch.nn's way: "
+                                  "its outputs fitted no reading its layout allows)"), names.message
+    [names] = run_checks(Implementation("t", {"rnn_cell": StateFirstConcatCell}),
+                         checks="parameters/batched")
+    assert "read torch.nn's way" not in names.message
 
 
 class PerGateConcatLSTMCell(nn.Module):
@@ -1112,6 +1122,57 @@ def test_a_misshapen_parameter_under_a_user_map_leaves_the_function_not_checked(
                             param_map={"x2h.weight": "weight_ih", "h2h.weight": "weight_hh"})
     assert result.diagnosis == "param_shapes" and not_run(result), result.message
     assert "the --param-map given, or the module, is wrong" in result.message
+
+
+class LetteredCell(nn.Module):
+    """torch.nn's RNN cell under names of its own: W_ih, W_hh, b_ih, b_hh."""
+
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        self.W_ih = nn.Parameter(torch.zeros(hidden_size, input_size))
+        self.W_hh = nn.Parameter(torch.zeros(hidden_size, hidden_size))
+        self.b_ih, self.b_hh = nn.Parameter(torch.zeros(hidden_size)), nn.Parameter(torch.zeros(hidden_size))
+
+    def forward(self, x, h):
+        return torch.tanh(x @ self.W_ih.T + self.b_ih + h @ self.W_hh.T + self.b_hh)
+
+
+def test_a_user_map_that_leaves_out_keys_shaped_like_what_it_misses_leaves_the_function_not_checked():
+    from rnnbench.suites.results import not_run
+
+    # the biases unnamed: b_ih and b_hh may be them, not parameters outside the spec's
+    result = forward_result("rnn_cell", LetteredCell, param_map={"W_ih": "weight_ih", "W_hh": "weight_hh"})
+    assert result.diagnosis == "param_names" and not_run(result), result.message
+    assert "bias_ih, bias_hh (the --param-map given names none); not placed: b_ih (5,), b_hh (5,)" \
+        in result.message
+    whole = {"W_ih": "weight_ih", "W_hh": "weight_hh", "b_ih": "bias_ih", "b_hh": "bias_hh"}
+    assert forward_result("rnn_cell", LetteredCell, param_map=whole).outcome == "passed"
+
+
+class LengthsFirstRNN(nn.RNN):
+    """torch.nn's RNN behind forward(inputs, batch_lengths, initial_state=None), as libraries
+    that take padded batches write it."""
+
+    def forward(self, inputs, batch_lengths, initial_state=None):
+        return super().forward(inputs, initial_state)
+
+
+def test_a_forward_that_requires_another_argument_before_its_state_leaves_the_function_not_checked():
+    from rnnbench.impls.adapt import forward_requires
+    from rnnbench.suites.results import not_run
+
+    result = forward_result("rnn", LengthsFirstRNN, "single-layer")
+    assert not_run(result).startswith("its forward needs arguments"), result.message
+    assert result.message == ("forward requires `batch_lengths` before its state (`initial_state`), "
+                              "which torch.nn's forward does not take")
+    assert forward_requires(nn.RNN) is None  # forward(input, hx=None)
+
+    class Optional(nn.Module):
+        def forward(self, x, lengths=None, hidden=None): ...
+
+    class Split(nn.Module):
+        def forward(self, x, h_prev, c_prev): ...
+    assert forward_requires(Optional) is None and forward_requires(Split) is None
 
 
 def test_a_word_after_torchs_layer_suffix_may_say_the_direction():

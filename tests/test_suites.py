@@ -8,6 +8,7 @@ native under 20 seeds (minutes; not part of the default run).
 from __future__ import annotations
 
 import copy
+import importlib.util
 import json
 import math
 import os
@@ -759,6 +760,23 @@ def test_messages_keep_the_chained_cause_and_drop_object_addresses():
     assert one_line(RuntimeError("Traceback (most recent call last):\n  File \"rnn-inl.h\", "
                                  "line 873\nRuntimeError: No training support on CPU")) == \
         "RuntimeError: No training support on CPU"
+
+
+def test_a_scripted_forward_raises_at_its_own_line_not_in_torch(tmp_path):
+    from rnnbench.errors import raised_at
+
+    source = tmp_path / "scripted_cell.py"
+    source.write_text("import torch\n\n\n"
+                      "class Cell(torch.jit.ScriptModule):\n"
+                      "    @torch.jit.script_method\n"
+                      "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n"
+                      "        return x.chunk(4, 1)[0]\n")
+    spec = importlib.util.spec_from_file_location("scripted_cell", source)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(RuntimeError) as raised:
+        module.Cell()(torch.zeros(3))
+    assert raised_at(raised.value) == "scripted_cell.py:7"
 
 
 def test_findings_come_by_check_then_by_the_case_they_are_first_met_on():

@@ -38,6 +38,15 @@ class LSTMForgetBias(LSTM):
         return {**blocks, "f": blocks["f"] + 1.0}  # TensorFlow's forget_bias, kept in a port
 
 
+class LSTMCellStateClipped(LSTM):
+    def step(self, x, state, w):
+        h, c = state
+        g = self.split(self.input_part(x, w) + self.hidden_part(h, w))
+        c = torch.sigmoid(g["f"]) * c + torch.sigmoid(g["i"]) * torch.tanh(g["g"])
+        c = c.clamp(-3.0, 3.0)  # ELMo's memory-cell clip, kept in a port
+        return self.project(torch.sigmoid(g["o"]) * torch.tanh(c), w), c
+
+
 class LSTMTensorFlowPort(LSTM):
     def split(self, gates):
         i, j, f, o = gates.chunk(4, dim=-1)  # TensorFlow's blocks: j is the candidate

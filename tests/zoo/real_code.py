@@ -91,6 +91,20 @@ catalogue.py (REAL_CODE).
 - `WeightDropRNN`: a weight-dropping wrapper's RNN (AWD-LSTM's WeightDrop, PyTorch-NLP's):
   weight_hh_l{k} kept as weight_hh_l{k}_raw and forward patched onto the instance as a closure
   over it, so a deepcopy still computes with the original's parameters (and pickle refuses it).
+- `CellLoopLSTM`: a layer written as a loop over nn.LSTMCell, its input read batch-first and
+  its state a required (h, c) of (batch, hidden) tensors, no layer axis (as a course's LSTM layer
+  writes it): with torch.nn's state forward raises, and that state's shape is the first cause.
+- `StackStepGRUCell`: torch.nn's GRU cell behind a one-layer stack's step (as seq2seq decoders
+  write them), its state taken and returned with a layer axis, (1, batch, hidden).
+- `SelfDoubledRNN`: a right Elman RNN whose constructor ends with `self.double()`, as code for
+  float64 data writes it, and whose forward reads `x.dim()`, so a PackedSequence raises: asked in
+  float32, it would raise on every input alike and seem to take packed input.
+- `StatefulLSTMCell`: torch.nn's cell that keeps its state on the module and starts each call
+  where the last one ended (as homework models and generators write it): its first call from
+  zeros is right, its second is not.
+- `BatchFirstOutputRNN`: an Elman RNN that always reads (batch, time, features) and returns its
+  output sequence alone, as Keras-style sequence layers do: batch-first reading is its cause
+  whatever it returns.
 """
 from __future__ import annotations
 
@@ -101,6 +115,7 @@ from typing import Optional
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 from torch.nn.utils.parametrizations import weight_norm
 
 
@@ -614,3 +629,78 @@ class DirectionTuplesLSTM(nn.LSTM):
         if self.bidirectional:
             return output, (tuple(h_n.unbind(0)), tuple(c_n.unbind(0)))
         return output, (h_n, c_n)
+
+
+class CellLoopLSTM(nn.Module):
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        self.cell = nn.LSTMCell(input_size, hidden_size)
+
+    def forward(self, input, state):
+        outputs = []
+        for x in input.unbind(1):
+            state = self.cell(x, state)
+            outputs.append(state[0])
+        return torch.stack(outputs, dim=1), state
+
+
+class StackStepGRUCell(nn.GRUCell):
+    def forward(self, input, hidden=None):
+        return super().forward(input, None if hidden is None else hidden[0]).unsqueeze(0)
+
+
+class SelfDoubledRNN(nn.Module):
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        bound = hidden_size ** -0.5
+        self.W_ih = nn.Parameter(torch.empty(hidden_size, input_size).uniform_(-bound, bound))
+        self.W_hh = nn.Parameter(torch.empty(hidden_size, hidden_size).uniform_(-bound, bound))
+        self.b_ih = nn.Parameter(torch.empty(hidden_size).uniform_(-bound, bound))
+        self.b_hh = nn.Parameter(torch.empty(hidden_size).uniform_(-bound, bound))
+        self.hidden_size = hidden_size
+        self.double()
+
+    def forward(self, x, hx=None):
+        if x.dim() == 2:
+            out, h_n = self.forward(x.unsqueeze(1), None if hx is None else hx.unsqueeze(1))
+            return out.squeeze(1), h_n.squeeze(1)
+        h = x.new_zeros(x.shape[1], self.hidden_size) if hx is None else hx[0]
+        outputs = []
+        for step in x:
+            h = torch.tanh(F.linear(step, self.W_ih, self.b_ih) + F.linear(h, self.W_hh, self.b_hh))
+            outputs.append(h)
+        return torch.stack(outputs), h.unsqueeze(0)
+
+
+class StatefulLSTMCell(nn.Module):
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        self.lstm = nn.LSTMCell(input_size, hidden_size)
+        self.hidden_size = hidden_size
+        self.h = self.c = None
+
+    def forward(self, x):
+        if self.h is None:
+            self.h = self.c = x.new_zeros(*x.shape[:-1], self.hidden_size)
+        self.h, self.c = self.lstm(x, (self.h, self.c))
+        return self.h, self.c
+
+
+class BatchFirstOutputRNN(nn.Module):
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        bound = hidden_size ** -0.5
+        self.weight_ih_l0 = nn.Parameter(torch.empty(hidden_size, input_size).uniform_(-bound, bound))
+        self.weight_hh_l0 = nn.Parameter(torch.empty(hidden_size, hidden_size).uniform_(-bound, bound))
+        self.bias_ih_l0 = nn.Parameter(torch.empty(hidden_size).uniform_(-bound, bound))
+        self.bias_hh_l0 = nn.Parameter(torch.empty(hidden_size).uniform_(-bound, bound))
+        self.hidden_size = hidden_size
+
+    def forward(self, x, hx=None):
+        h = x.new_zeros(x.size(0), self.hidden_size) if hx is None else hx[0]
+        outputs = []
+        for t in range(x.size(1)):
+            h = torch.tanh(F.linear(x[:, t], self.weight_ih_l0, self.bias_ih_l0)
+                           + F.linear(h, self.weight_hh_l0, self.bias_hh_l0))
+            outputs.append(h)
+        return torch.stack(outputs, 1)

@@ -266,8 +266,10 @@ def _state_layout(run, observed, expected, tol) -> str | None:
     else:
         return None
     first = run.spec.output_names(cfg)[0]
+    want = expected[first]
     x, hx = run.tensors(hx64=hx64)
-    readings = [(x, (lambda out: out[0]) if cfg.is_cell else (lambda out: out))]
+    # A cell's h, returned with the layer axis or without (beside the state it keeps with it).
+    readings = [(x, lambda out: out[0] if out.dim() == want.ndim + 1 else out)]
     if not cfg.is_cell and not cfg.batch_first:
         readings.append((x.transpose(0, 1), lambda out: out.transpose(0, 1)))
     for given, read in readings:
@@ -275,8 +277,7 @@ def _state_layout(run, observed, expected, tol) -> str | None:
             out = next(_tensors(run.subject_call(given, hx)), None)
         except Finding:
             continue
-        if out is not None and out.dim() == len(expected[first].shape) + cfg.is_cell and agree(
-                {first: to_numpy(read(out))}, {first: expected[first]}, tol):
+        if out is not None and agree({first: to_numpy(read(out))}, {first: want}, tol):
             return diagnosis
     return None
 

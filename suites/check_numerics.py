@@ -218,6 +218,12 @@ def backward(run: Run, outputs: dict, grad_out: dict, leaves: dict, stored: dict
         raise Finding("the outputs carry no autograd history (computed outside torch's autograd, "
                       "in NumPy say, or detached): no gradient reaches the input or the "
                       "parameters (declare backward unsupported where it has none)")
+    detached = [name for name, t in outputs.items() if not t.requires_grad]
+    if detached:  # autograd refuses the whole call for one: say which
+        raise Finding(f"{listed(detached)} carr{'ies' if len(detached) == 1 else 'y'} no autograd "
+                      "history (detached, or computed under no_grad) where the other outputs "
+                      "have one: no gradient flows back through "
+                      f"{'it' if len(detached) == 1 else 'them'}")
     owners = list({id(owner): owner for parts in stored.values() for owner, _, _ in parts}.values())
     wrt = [*leaves.values(), *owners]
     try:

@@ -427,9 +427,20 @@ class DetachedRNNCell(nn.RNNCell):
         return super().forward(input, hx).detach()
 
 
+class DetachedFinalStateRNN(nn.RNN):
+    """torch.nn's RNN whose final state is detached, as truncated backpropagation code does."""
+
+    def forward(self, input, hx=None):
+        output, h_n = super().forward(input, hx)
+        return output, h_n.detach()
+
+
 def test_outputs_without_autograd_history_are_named_so():
     results = failed(run(DetachedRNNCell, "rnn_cell", "gradients"))
     assert results and all(r.message.startswith("the outputs carry no autograd history")
+                           for r in results)
+    results = failed(run(DetachedFinalStateRNN, "rnn", "gradients"))
+    assert results and all(r.message.startswith("h_n carries no autograd history (detached")
                            for r in results)
 
 

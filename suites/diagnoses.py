@@ -268,13 +268,16 @@ def _state_layout(run, observed, expected, tol) -> str | None:
     first = run.spec.output_names(cfg)[0]
     want = expected[first]
     x, hx = run.tensors(hx64=hx64)
+    state = nest_state(cfg, hx)
     # A cell's h, returned with the layer axis or without (beside the state it keeps with it).
-    readings = [(x, lambda out: out[0] if out.dim() == want.ndim + 1 else out)]
+    readings = [(x, state, lambda out: out[0] if out.dim() == want.ndim + 1 else out)]
+    if cfg.is_cell and cfg.family != "lstm":  # a stack's state, (h,) as an LSTM's is (h, c)
+        readings.append((x, (state,), readings[0][2]))
     if not cfg.is_cell and not cfg.batch_first:
-        readings.append((x.transpose(0, 1), lambda out: out.transpose(0, 1)))
-    for given, read in readings:
+        readings.append((x.transpose(0, 1), state, lambda out: out.transpose(0, 1)))
+    for given, given_state, read in readings:
         try:
-            out = next(_tensors(run.subject_call(given, hx)), None)
+            out = next(_tensors(call("forward", run.module, given, given_state)), None)
         except Finding:
             continue
         if out is not None and agree({first: to_numpy(read(out))}, {first: want}, tol):

@@ -198,8 +198,9 @@ def _choose(key: str, candidates: list[tuple[str, str]]) -> tuple[str, str]:
 # Words for each gate, torch.nn's name first; a key's gate is the one its name ends in, among
 # its kind's gates.
 _GATE_WORDS = {"i": ("i", "in", "input"), "f": ("f", "forget"), "o": ("o", "out", "output"),
-               "g": ("g", "c", "cell", "candidate", "u"), "r": ("r", "reset"),
-               "z": ("z", "u", "update"), "n": ("n", "h", "c", "candidate", "new")}
+               "g": ("g", "c", "cell", "candidate", "u", "cand", "ctilde", "cbar", "chat", "tilde"),
+               "r": ("r", "reset"), "z": ("z", "u", "update"),
+               "n": ("n", "h", "c", "candidate", "new", "cand", "htilde", "hbar", "hhat", "tilde")}
 # Words that name a gate only beside the others' words, or where the key says "gate" too: a
 # GRU's candidate in code that names its gates reset, update and out (`out_gate`), where an
 # `out` beside W_ir, W_hz, ... is an output layer.

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from rnnbench.impls import Implementation
 from rnnbench.impls import load as load_target
@@ -496,6 +497,30 @@ def test_one_matrix_per_gate_over_input_and_state_is_split_by_columns_and_stacke
     assert pmap.entries["bias_ih"] == tuple(Piece(f"{g}_gate.bias") for g in gates)
     assert pmap.missing == ["bias_hh"]
     assert forward_result("lstm_cell", PerGateConcatLSTMCell).outcome == "passed"
+
+
+class BarCandidateGRUCell(nn.Module):
+    """torch.nn's GRU cell from one nn.Linear per gate over [x, h], named xh_to_z, xh_to_r and
+    xh_to_hbar (h-bar, the candidate's usual symbol), each with one bias."""
+
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        for gate in ("z", "r", "hbar"):
+            setattr(self, f"xh_to_{gate}", nn.Linear(input_size + hidden_size, hidden_size))
+
+    def forward(self, x, h):
+        xh = torch.cat([x, h], 1)
+        r, z = torch.sigmoid(self.xh_to_r(xh)), torch.sigmoid(self.xh_to_z(xh))
+        x_part = F.linear(x, self.xh_to_hbar.weight[:, :x.shape[1]], self.xh_to_hbar.bias)
+        n = torch.tanh(x_part + r * (h @ self.xh_to_hbar.weight[:, x.shape[1]:].T))
+        return (1 - z) * n + z * h
+
+
+def test_a_candidate_named_by_its_symbol_is_the_candidate():
+    _, pmap = roles_and_map("gru_cell", BarCandidateGRUCell)
+    assert pmap.entries["weight_ih"] == tuple(Piece(f"xh_to_{g}.weight", cols=(0, 4))
+                                              for g in ("r", "z", "hbar"))
+    assert forward_result("gru_cell", BarCandidateGRUCell).outcome == "passed"
 
 
 class MixedOrientationCell(nn.Module):

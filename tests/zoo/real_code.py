@@ -94,8 +94,11 @@ catalogue.py (REAL_CODE).
 - `CellLoopLSTM`: a layer written as a loop over nn.LSTMCell, its input read batch-first and
   its state a required (h, c) of (batch, hidden) tensors, no layer axis (as a course's LSTM layer
   writes it): with torch.nn's state forward raises, and that state's shape is the first cause.
-- `StackStepGRUCell`: torch.nn's GRU cell behind a one-layer stack's step (as seq2seq decoders
-  write them), its state taken and returned with a layer axis, (1, batch, hidden).
+- `StackStepGRUCell`: torch.nn's GRU cell behind a one-layer stack's step, as seq2seq decoders
+  write it: the state a tuple (h,) with a layer axis, (1, batch, hidden), in and out, beside the
+  output.
+- `LayerAxisLSTMCell`: torch.nn's LSTM cell whose state, (h, c), has a layer axis in and out (as
+  speech toolkits' cells keep it), beside the output h.
 - `SelfDoubledRNN`: a right Elman RNN whose constructor ends with `self.double()`, as code for
   float64 data writes it, and whose forward reads `x.dim()`, so a PackedSequence raises: asked in
   float32, it would raise on every input alike and seem to take packed input.
@@ -644,9 +647,26 @@ class CellLoopLSTM(nn.Module):
         return torch.stack(outputs, dim=1), state
 
 
-class StackStepGRUCell(nn.GRUCell):
-    def forward(self, input, hidden=None):
-        return super().forward(input, None if hidden is None else hidden[0]).unsqueeze(0)
+class StackStepGRUCell(nn.Module):
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.GRUCell(input_size, hidden_size)])
+
+    def forward(self, input_feed, hidden):
+        h_1 = []
+        for i, layer in enumerate(self.layers):
+            input_feed = layer(input_feed, hidden[0][i])
+            h_1.append(input_feed)
+        return input_feed, (torch.stack(h_1),)
+
+
+class LayerAxisLSTMCell(nn.LSTMCell):
+    def forward(self, input, hx=None):
+        if hx is None:
+            zeros = input.new_zeros(1, input.shape[0], self.hidden_size)
+            hx = (zeros, zeros)
+        h, c = super().forward(input, (hx[0][0], hx[1][0]))
+        return h, (h.unsqueeze(0), c.unsqueeze(0))
 
 
 class SelfDoubledRNN(nn.Module):

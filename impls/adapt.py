@@ -236,10 +236,8 @@ class Adapted:
         bound.apply_defaults()
         given = dict(bound.arguments)
         if self.forward_requires:
-            required, state = self.forward_requires
-            raise CannotCall(
-                f"forward requires {', '.join(f'`{n}`' for n in required)} before its state "
-                f"(`{state}`), which torch.nn's forward does not take")
+            raise CannotCall(f"forward requires {self.forward_requires}, which torch.nn's "
+                             "forward does not take")
         if self.required_extra:
             raise CannotConstruct(
                 f"the constructor requires {', '.join(f'`{n}`' for n in self.required_extra)}, "
@@ -360,18 +358,34 @@ def split_state(kind: str, constructor) -> tuple[str, str] | None:
 
 # A state's name: h, hx, h0, h_prev, hidden, state, initial_state, prev_state, memory, carry, ...
 _STATE = re.compile(r"(^|_)(h|hx|ht|h\d|hidden\w*|states?|init\w*|prev\w*|memory|mem|carry)(_|$)")
+# A name that says what else a forward takes: lengths, masks, episode ends.
+_NOT_STATE = re.compile(r"(^|_)(lengths?|lens?|masks?|dones?|resets?|episode_starts?)(_|$)")
 
 
-def forward_requires(constructor) -> tuple[list[str], str] | None:
-    """The arguments forward requires before its state where that is not its second
-    (`forward(inputs, batch_lengths, initial_state=None)`), and the state's name; None where
-    the second argument may be the state (its name says nothing otherwise)."""
+def forward_requires(constructor) -> str | None:
+    """What forward requires beside the input and state that torch.nn's does not take, in
+    words: arguments before a state that is not its second (`forward(inputs, batch_lengths,
+    initial_state=None)`), a second one named as no state is (`forward(x, output_lengths)`),
+    or arguments after the state (`forward(x, state, done)`; an LSTM's c taken apart is the
+    state); None where there are none."""
     positional = _forward_positional(constructor)
-    if not positional or len(positional) < 3 or _STATE.search(positional[1].name.lower()):
+    if not positional or len(positional) < 2:
         return None
-    later = next((i for i, p in enumerate(positional[2:], 2) if _STATE.search(p.name.lower())), None)
-    required = [p.name for p in positional[1:later or 1] if p.default is p.empty]
-    return (required, positional[later].name) if later and required else None
+
+    def state(p) -> bool:
+        return bool(_STATE.search(p.name.lower()) or _CELL_STATE.search(p.name.lower()))
+
+    def quoted(params) -> str:
+        return ", ".join(f"`{p.name}`" for p in params)
+    second, rest = positional[1], positional[2:]
+    later = next((p for p in rest if state(p)), None)
+    if not state(second) and later is not None:
+        before = [p for p in positional[1:positional.index(later)] if p.default is p.empty]
+        return f"{quoted(before)} before its state (`{later.name}`)" if before else None
+    if not state(second) and _NOT_STATE.search(second.name.lower()):
+        return quoted([second]) if second.default is second.empty else None
+    after = [p for p in rest if p.default is p.empty and not state(p)]
+    return f"{quoted(after)} after its state (`{second.name}`)" if after else None
 
 
 def _forward_features(constructor) -> dict[str, str]:

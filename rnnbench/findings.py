@@ -75,8 +75,8 @@ DIAGNOSES: dict[str, str] = {
     "bias_ignored": "biases not used",
     "input_mutated": "the implementation modified its input",
     "silent_broadcast": "a wrongly shaped input was silently accepted",
-    "batch_of_one_broken": "a batch of one fails where larger batches are right (a squeeze that "
-                           "drops the batch axis, say)",
+    "batch_of_one_broken": "a batch of one is mishandled: its batch axis dropped (a squeeze, "
+                           "say), or it fails where a batch of two is right",
     "param_names": "parameter names differ from the spec's (torch.nn's for its kinds)",
     "unregistered_parameters": "modules or parameters held in a plain list or dict, which "
                                "nn.Module does not register: no state_dict, parameters() or "

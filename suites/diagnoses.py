@@ -150,16 +150,23 @@ def _h0_none_unhandled(run, observed, expected, tol) -> str | None:
 
 
 def _batch_of_one_broken(run, observed, expected, tol) -> str | None:
-    """A batch of one fails (raises, or answers wrong) where the same input twice over, a
-    batch of two, gets the reference's outputs: a squeeze that drops the batch axis, say."""
+    """A batch of one fails (raises, or answers wrong) where a batch of two, the same input
+    and another beside it, gets the reference's outputs: a squeeze that drops the batch axis,
+    say. (Another input, not the same one twice: rows that are equal hide a mistake that mixes
+    the batch's rows.)"""
     if run.case.batch != 1:
         return None
     cfg = run.cfg
     x_axis = 0 if cfg.is_cell or cfg.batch_first else 1
     state_axis = 0 if cfg.is_cell else 1
-    x = np.concatenate([run.x64] * 2, x_axis)
+    rng = run.subject.rng("batch-of-two", run.case.name)
+
+    def beside(value: np.ndarray, axis: int) -> np.ndarray:
+        other = run.rounded(rng.normal(0.0, 1.0, value.shape) + value.mean())
+        return np.concatenate([value, other], axis)
+    x = beside(run.x64, x_axis)
     hx = None if run.hx64 is None else {
-        name: np.concatenate([value] * 2, state_axis) for name, value in run.hx64.items()}
+        name: beside(value, state_axis) for name, value in run.hx64.items()}
     try:
         doubled = run.run(*run.tensors(x, hx))
     except Finding:

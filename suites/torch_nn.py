@@ -113,10 +113,18 @@ CASES: tuple[Case, ...] = (
            hidden_size=5, bidirectional=True, batch_first=True),
     *_rows(SEQ, "three-layer-square", 2, 4, input_size=5, hidden_size=5, num_layers=3, quick=True),
     *_rows(SEQ, "no-bias", 2, 4, input_size=3, hidden_size=7, num_layers=2, bias=False, quick=True),
+    # Each constructor feature alone in a row too: a module that takes it but not num_layers
+    # (nor batch_first, nor packed input) is still asked for it. (Each at the sizes of a row
+    # with more layers, whose first layer's graphs torch.compile then shares.)
+    *_rows(SEQ, "bidirectional", 4, 6, input_size=3, hidden_size=5, bidirectional=True,
+           quick=True),
+    *_rows(SEQ, "no-bias-single-layer", 2, 4, input_size=3, hidden_size=7, bias=False,
+           quick=True),
     *_rows(SEQ, "single-step", 5, 1, input_size=3, hidden_size=7),
     # A batch of one: what .squeeze() breaks, and single-sample inference runs.
     *_rows(SEQ, "batch-of-one", 1, 4, input_size=3, hidden_size=5, quick=True),
     *_rows(("rnn",), "relu", 4, 6, input_size=3, hidden_size=5, num_layers=2, nonlinearity="relu"),
+    *_rows(("rnn",), "relu-single-layer", 4, 6, input_size=3, hidden_size=5, nonlinearity="relu"),
     *_rows(SEQ, "saturated", 4, 6, only=("forward",), adjust=_saturating,
            tolerance_scale=SATURATING, input_size=3, hidden_size=5, quick=True),
     # (The single-layer row's sizes, and a length of whole chunks of four steps: torch.compile
@@ -126,7 +134,7 @@ CASES: tuple[Case, ...] = (
     *_rows(("lstm",), "projection-bidirectional", 2, 5, input_size=3, hidden_size=7, num_layers=2,
            bidirectional=True, proj_size=4, quick=True),
     # The form from-scratch projections take: one layer, one direction.
-    *_rows(("lstm",), "projection", 3, 5, input_size=4, hidden_size=6, proj_size=2),
+    *_rows(("lstm",), "projection", 2, 5, input_size=3, hidden_size=7, proj_size=4, quick=True),
     # The omitted state of a projected stack is (layers * directions, batch, proj_size) for h.
     *_rows(("lstm",), "projection-h0-omitted", 3, 5, h0=False, features=OMITTED, input_size=4,
            hidden_size=6, num_layers=2, bidirectional=True, proj_size=2),

@@ -1197,7 +1197,18 @@ def test_a_forward_that_requires_another_argument_before_its_state_leaves_the_fu
 
     class Split(nn.Module):
         def forward(self, x, h_prev, c_prev): ...
-    assert forward_requires(Optional) is None and forward_requires(Split) is None
+
+    class Odd(nn.Module):
+        def forward(self, x, s): ...  # a state under a name of its own
+    assert forward_requires(Optional) is forward_requires(Split) is forward_requires(Odd) is None
+
+    class DoneAfterState(nn.Module):
+        def forward(self, x, lstm_state, done): ...
+
+    class LengthsOnly(nn.Module):
+        def forward(self, x, output_lengths): ...
+    assert forward_requires(DoneAfterState) == "`done` after its state (`lstm_state`)"
+    assert forward_requires(LengthsOnly) == "`output_lengths`"
 
 
 def test_a_word_after_torchs_layer_suffix_may_say_the_direction():

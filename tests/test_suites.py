@@ -950,3 +950,20 @@ def test_conform_bounds_a_users_implementation_by_the_budget_and_a_built_in_by_n
 
     assert default_budget("compile") is None
     assert default_budget("my_rnn.py:MyRNN") == DEFAULT_BUDGET_S
+
+
+@pytest.mark.parametrize("quick", [True, False], ids=["quick", "full"])
+@pytest.mark.parametrize("kind", ["rnn", "lstm", "gru", "rnn_cell", "lstm_cell", "gru_cell"])
+def test_every_feature_a_row_asks_for_is_asked_for_alone_in_a_row_too(kind, quick):
+    # a module that takes bidirectional but not num_layers is otherwise never run bidirectional
+    from rnnbench.impls.adapt import ARGUMENT_FEATURES
+    from rnnbench.impls.base import required_features
+    from rnnbench.suites.cases import PackedCase
+    from rnnbench.suites.kinds import suite_record
+
+    asked = set(ARGUMENT_FEATURES.values()) | {"unbatched", "packed"}
+    rows = [case for case in suite_record(kind).cases if case.quick or not quick]
+    needs = [set(required_features(case.config, batched=case.batched, extra=case.needs + (
+        ("packed",) if isinstance(case, PackedCase) else ()))) & asked for case in rows]
+    alone = {next(iter(features)) for features in needs if len(features) == 1}
+    assert set().union(*needs) - alone == set()

@@ -176,6 +176,7 @@ class Adapted:
         self.unsupported.update({feature: reason for feature, reason in
                                  self.forward_features.items()})
         self.split_state = split_state(kind, forward_of)
+        self.state_after = None if self.forward_requires else state_after(forward_of)
 
     def _probe_build(self, keywords: dict):
         """The constructor called at small sizes with `keywords`. The generators are left as
@@ -223,7 +224,8 @@ class Adapted:
         """Whether calling the constructor as torch.nn's would differ from calling it as is."""
         return bool(self.unsupported or self.required_extra or self.forward_requires
                     or self.positional_only
-                    or not self.by_name or _is_plain_class(self.constructor) or self.split_state)
+                    or not self.by_name or _is_plain_class(self.constructor) or self.split_state
+                    or self.state_after)
 
     def __repr__(self) -> str:
         return f"Adapted({getattr(self.constructor, '__qualname__', self.constructor)!r} as {self.kind})"
@@ -263,11 +265,12 @@ class Adapted:
                 if name not in self.taken and given[name] is not None}
         if move:
             module = module.to(**move)
-        if self.forward_features or self.split_state:
+        if self.forward_features or self.split_state or self.state_after:
             module = StateAdapter(module, self.config(given),
                                   takes_state="initial_state" not in self.forward_features,
                                   required="optional_state" in self.forward_features,
-                                  split=bool(self.split_state))
+                                  split=bool(self.split_state),
+                                  keyword=self.state_after[0] if self.state_after else None)
         return module
 
     def features_needed(self, cfg: Config) -> list[str]:
@@ -356,10 +359,21 @@ def split_state(kind: str, constructor) -> tuple[str, str] | None:
     return positional[1].name, positional[2].name
 
 
-# A state's name: h, hx, h0, h_prev, hidden, state, initial_state, prev_state, memory, carry, ...
-_STATE = re.compile(r"(^|_)(h|hx|ht|h\d|hidden\w*|states?|init\w*|prev\w*|memory|mem|carry)(_|$)")
+# A state's name is made of these words, one of them a state's (h, hidden, state, c, ...):
+# hx, h_prev, hidden_state, initial_state, lstm_state, prev_c; not return_hidden or h_mask.
+_STATE_WORD = re.compile(r"h|hx|hc|hn|ht|h\d|hprev|hiddens?|states?|memory|mem|carry|"
+                         r"c|cx|ct|c\d|cprev|cell")
+_STATE_QUALIFIER = re.compile(r"init|initial|prev|previous|last|t|lstm|gru|rnn|recurrent")
 # A name that says what else a forward takes: lengths, masks, episode ends.
 _NOT_STATE = re.compile(r"(^|_)(lengths?|lens?|masks?|dones?|resets?|episode_starts?)(_|$)")
+
+
+def _names_state(name: str) -> bool:
+    """Whether a forward argument's name says it is the state (or part of it)."""
+    words = name.lower().strip("_").split("_")
+    return (any(_STATE_WORD.fullmatch(word) for word in words)
+            and all(_STATE_WORD.fullmatch(word) or _STATE_QUALIFIER.fullmatch(word)
+                    for word in words))
 
 
 def forward_requires(constructor) -> str | None:
@@ -373,7 +387,7 @@ def forward_requires(constructor) -> str | None:
         return None
 
     def state(p) -> bool:
-        return bool(_STATE.search(p.name.lower()) or _CELL_STATE.search(p.name.lower()))
+        return _names_state(p.name)
 
     def quoted(params) -> str:
         return ", ".join(f"`{p.name}`" for p in params)
@@ -388,6 +402,20 @@ def forward_requires(constructor) -> str | None:
     return f"{quoted(after)} after its state (`{second.name}`)" if after else None
 
 
+def state_after(constructor) -> tuple[str, list[str]] | None:
+    """The state's name and the arguments before it where forward takes it after others that
+    have defaults (`forward(input, lengths=None, hx=None)`): code written for torch.nn passes
+    the state as the first of them. None where the second argument may be the state."""
+    positional = _forward_positional(constructor)
+    if not positional or len(positional) < 3 or _names_state(positional[1].name):
+        return None
+    later = next((p for p in positional[2:] if _names_state(p.name)), None)
+    before = positional[1:positional.index(later)] if later is not None else []
+    if later is None or any(p.default is p.empty for p in before):
+        return None
+    return later.name, [p.name for p in before]
+
+
 def _forward_features(constructor) -> dict[str, str]:
     """What a class's forward (its __call__ for a plain class) says about the state argument."""
     positional = _forward_positional(constructor)
@@ -395,7 +423,8 @@ def _forward_features(constructor) -> dict[str, str]:
         return {}
     if len(positional) < 2:
         return {"initial_state": "forward takes no initial state (no second argument)"}
-    state = positional[1]
+    after = state_after(constructor)
+    state = next(p for p in positional if p.name == after[0]) if after else positional[1]
     if state.default is state.empty:
         return {"optional_state": f"the state is a required argument (`{state.name}` has no "
                                   "default): zeros are passed where torch.nn takes None"}
@@ -446,14 +475,15 @@ class StateAdapter(nn.Module):
     """A module whose forward requires its state, takes none, or takes an LSTM's h and c as two
     arguments, called as torch.nn's: hx=None becomes explicit zeros of the spec's shapes where
     the state is `required`; a given hx to a forward that takes none is refused; a (h, c) pair
-    is passed as two arguments where `split`. state_dict and load_state_dict are the inner
-    module's, names unchanged."""
+    is passed as two arguments where `split`; the state goes by name as `keyword` where forward
+    takes it after other arguments. state_dict and load_state_dict are the inner module's,
+    names unchanged."""
 
     def __init__(self, inner: nn.Module, cfg: Config | None, takes_state: bool,
-                 required: bool = True, split: bool = False):
+                 required: bool = True, split: bool = False, keyword: str | None = None):
         super().__init__()
         self.inner, self.cfg, self.takes_state = inner, cfg, takes_state
-        self.required, self.split = required, split
+        self.required, self.split, self.keyword = required, split, keyword
 
     def forward(self, input, hx=None):
         if not self.takes_state:
@@ -466,6 +496,8 @@ class StateAdapter(nn.Module):
             hx = zero_state(self.cfg, input)
         if self.split and isinstance(hx, (tuple, list)):
             return self.inner(input, *hx)
+        if self.keyword:
+            return self.inner(input, **{self.keyword: hx})
         return self.inner(input, hx)
 
     def state_dict(self, *args, **kwargs):

@@ -20,8 +20,8 @@ class UsageError(Exception):
 
 # The first lines of messages that hold a traceback, the reason on their last line: Python's (as
 # C++ libraries such as MXNet format theirs) and TorchScript's interpreter's.
-_TRACEBACK_OPENINGS = ("Traceback (most recent call last):",
-                       "The following operation failed in the TorchScript interpreter.")
+_SCRIPT_OPENING = "The following operation failed in the TorchScript interpreter."
+_TRACEBACK_OPENINGS = ("Traceback (most recent call last):", _SCRIPT_OPENING)
 
 
 def one_line(exc: BaseException) -> str:
@@ -63,8 +63,9 @@ def raised_at(exc: BaseException) -> str:
     if not frames:
         return ""
     skipped = _not_users()
-    scripted = ([(path, int(line)) for path, line in _SCRIPT_FRAME.findall(str(exc))]
-                if str(exc).lstrip().startswith(_TRACEBACK_OPENINGS[1]) else [])
+    message = str(exc).lstrip()
+    scripted = ([(path, int(line)) for path, line in _SCRIPT_FRAME.findall(message)]
+                if message.startswith(_SCRIPT_OPENING) else [])
     users = [(path, line) for path, line in frames + scripted
              if not str(Path(path).resolve()).startswith(skipped)]
     path, line = (users or frames)[-1]

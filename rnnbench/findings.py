@@ -47,6 +47,9 @@ DIAGNOSES: dict[str, str] = {
     "batch_first_ignored": "batch_first ignored",
     "state_before_input": "forward takes the state first, forward(h, x), where torch.nn's cells "
                           "take (input, hx)",
+    "state_not_second": "forward takes the state after other arguments (forward(x, lengths=None, "
+                        "hx=None)), where torch.nn takes it second: code written for torch.nn "
+                        "passes it as the other argument",
     "split_state": "forward takes an LSTM's state as two arguments (h, c), where torch.nn takes "
                    "one (h, c) tuple",
     "layers_ignored": "num_layers or bidirectional ignored: the module holds the parameters of "

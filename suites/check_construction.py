@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from rnnbench.errors import one_line
-from rnnbench.impls.adapt import ARGUMENT_FEATURES, changed_defaults, split_state
+from rnnbench.impls.adapt import ARGUMENT_FEATURES, changed_defaults, split_state, state_after
 from rnnbench.reference import Config
 from rnnbench.reference.kinds import kind_of
 from rnnbench.suites.check_errors import REJECTIONS, rejection_names
@@ -39,7 +39,7 @@ def check_parameters(subject, case) -> dict:
     if renamed and not subject.impl.param_map:
         what = "layouts" if all(p.key == name for name, pieces in renamed.items()
                                 for p in pieces) else "names"
-        assumed = f" ({pmap.assumed})" if pmap.assumed else ""
+        assumed = f"; {pmap.assumed}" if pmap.assumed else ""
         raise Finding(f"state_dict {what} differ from {contract}; the checks read them as: "
                       f"{pmap.describe()}{assumed}{beside}", "param_names", param_map=read_as)
     if extra:
@@ -70,9 +70,17 @@ def check_defaults(subject, case) -> dict:
 
 
 def check_state_argument(subject, case) -> dict:
-    """forward takes an LSTM's state as torch.nn's one (h, c) tuple, not as two arguments
-    (`rnnbench.impls.adapt.split_state`): the other checks pass them apart, so this is the one
-    that says code written for torch.nn would pass forward the tuple as h."""
+    """forward takes the state second, and an LSTM's as torch.nn's one (h, c) tuple, not after
+    other arguments (`rnnbench.impls.adapt.state_after`) nor as two arguments (`split_state`):
+    the other checks pass it by name, or apart, so this is the one that says code written for
+    torch.nn would pass it as another argument."""
+    after = state_after(subject.impl.kinds[subject.kind])
+    if after:
+        state, before = after
+        raise Finding(f"forward takes the state as `{state}`, after "
+                      f"{listed([f'`{name}`' for name in before])}, where "
+                      f"{subject.suite.contract} forward takes it second: code written for it "
+                      f"passes the state as `{before[0]}`", "state_not_second")
     split = split_state(subject.kind, subject.impl.kinds[subject.kind])
     if split:
         raise Finding(f"forward takes the state as two arguments (`{split[0]}`, `{split[1]}`) "

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from rnnbench.impls.adapt import StateAdapter
 from rnnbench.suites.compare import (precision_reached, require_gradients_close,
                                      require_outputs_close)
 from rnnbench.suites.results import Finding
@@ -41,18 +42,29 @@ def check_forward(subject, case, dtype: str) -> dict:
         numbers = compare_forward(run, observed)
     except Finding as wrong:
         raise _other_parameters_at_zero(run, wrong) or wrong from None
-    require_no_other_parameters(run)
     if run.hx64 is None:
         require_same_again(run)
+    require_no_other_parameters(run)
     return numbers
 
 
 def require_same_again(run: Run) -> None:
-    """A second call with the state omitted answers as the first did: forward carries nothing
-    from one call to the next (a stateful module starts the second where the first ended; one
-    that changed its own parameters is said so)."""
+    """A second call with the state omitted answers as the first did, in eval mode and, where
+    nothing may drop, in training mode (where truncated backpropagation keeps its state):
+    forward carries nothing from one call to the next (a stateful module starts the second
+    where the first ended; one that changed its own parameters is said so). A first call that
+    is wrong in training mode is the training checks' to judge."""
+    modes = (False, True) if not getattr(run.cfg, "dropout", 0.0) else (False,)
+    was_training = run.module.training
     try:
-        compare_forward(run, observe(run))
+        for training in modes:
+            run.module.train(training)
+            if training:
+                try:
+                    compare_forward(run, observe(run))
+                except Finding:
+                    return
+            compare_forward(run, observe(run))
     except Finding as again:
         now = params_of(run.module, run.cfg, run.pmap)
         changed = [name for name, value in run.params.items()
@@ -60,9 +72,12 @@ def require_same_again(run: Run) -> None:
         if changed:
             again.message += f" (on a second call, after the first changed {listed(changed)})"
             raise
-        raise Finding(f"a second call with the state omitted differs from the reference where the "
-                      f"first agreed: {again.message}", "state_kept_between_calls",
+        mode = " in training mode" if run.module.training else ""
+        raise Finding(f"a second call with the state omitted{mode} differs from the reference "
+                      f"where the first agreed: {again.message}", "state_kept_between_calls",
                       **again.numbers) from None
+    finally:
+        run.module.train(was_training)
 
 
 def require_conforming_close(run: Run, misshapen: Finding) -> None:
@@ -115,9 +130,10 @@ def _other_parameters_at_zero(run: Run, wrong: Finding) -> Finding | None:
 def other_parameters(run: Run) -> dict[str, torch.nn.Parameter]:
     """The module's trainable parameters that share no storage with a state_dict entry a spec
     parameter is read from, by name."""
-    state = call("state_dict()", run.module.state_dict)
+    module = run.module.inner if isinstance(run.module, StateAdapter) else run.module
+    state = call("state_dict()", module.state_dict)
     read = {state[key].untyped_storage().data_ptr() for key in run.pmap.keys()}
-    named = call("named_parameters()", lambda: list(run.module.named_parameters()))
+    named = call("named_parameters()", lambda: list(module.named_parameters()))
     return {name: p for name, p in named
             if p.requires_grad and p.untyped_storage().data_ptr() not in read}
 

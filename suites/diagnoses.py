@@ -255,17 +255,19 @@ def _state_layout(run, observed, expected, tol) -> str | None:
     state shaped as much code shapes it: a cell's with a layer's leading axis of one, (1, batch,
     hidden), as a one-layer stack's step takes it; a one-layer, one-direction layer's without
     its layer axis, (batch, hidden), as a layer looping over a cell takes it (read time-major,
-    or batch-first where it reads its input so too: that is then its next finding). The zero
-    state is reshaped so too where forward requires its state. Not on a case whose tolerance is
-    scaled up (the saturated one), where a state read wrongly can still agree."""
+    or batch-first where it reads its input so too: that is then its next finding). Not on a
+    case whose tolerance is scaled up (the saturated one), where a state read wrongly can still
+    agree."""
     cfg = run.cfg
-    if observed is not None or not is_batched(cfg, run.x64) or run.case.tolerance_scale != 1.0:
+    if observed is not None or run.hx64 is None or not is_batched(cfg, run.x64) \
+            or run.case.tolerance_scale != 1.0:
         return None
+    try:
+        run.subject_call(*run.tensors())
+        return None  # it runs on torch.nn's state: what is wrong is its result
+    except Finding:
+        pass
     hx64 = run.hx64
-    if hx64 is None and _requires_state(run.module):
-        hx64 = {name: to_numpy(value) for name, value in _zero_state(run).items()}
-    if hx64 is None:
-        return None
     if cfg.is_cell:
         diagnosis, hx64 = "cell_state_layer_axis", {name: v[None] for name, v in hx64.items()}
     elif cfg.num_layers * cfg.num_directions == 1:
@@ -290,11 +292,6 @@ def _state_layout(run, observed, expected, tol) -> str | None:
         if out is not None and agree({first: to_numpy(read(out))}, {first: want}, tol):
             return diagnosis
     return None
-
-
-def _requires_state(module) -> bool:
-    """Whether forward requires its state (called with zeros of torch.nn's shapes for none)."""
-    return isinstance(module, StateAdapter) and module.takes_state and module.required
 
 
 def _state_named_first(module) -> bool:

@@ -347,12 +347,12 @@ class Reading:
     """What a module's shapes cannot tell about its layout: whether its matrices over the
     concatenated input and state hold [h, x] rather than [x, h], and the order its stacked
     matrices and biases hold the gates in (None: torch.nn's). Per-gate parameters are read by
-    their names whatever the reading. `told`: False where the module's outputs fitted no
-    reading its layout allows, and torch.nn's was taken for want of one."""
+    their names whatever the reading. `confirmed`: False where no reading its layout allows gave
+    the reference's outputs, and torch.nn's was taken for want of one."""
 
     state_first: bool = False
     gate_order: str | None = None
-    told: bool = True
+    confirmed: bool = True
 
 
 def readings(cfg: Config, roles: dict[str, tuple[str, str]]) -> list[Reading]:
@@ -413,8 +413,8 @@ def resolve(cfg: Config, shapes: dict[str, tuple], roles: dict[str, tuple[str, s
     for name, pieces in gated.items():
         if name in entries and set(pieces) == set(cfg.gates):
             entries[name] = [pieces[gate] for gate in cfg.gates]
-    assumed = "" if reading.told else (
-        "read torch.nn's way: its outputs fitted no reading its layout allows")
+    assumed = "" if reading.confirmed else (
+        "read torch.nn's way: no reading its layout allows gave the reference's outputs")
     return ParamMap({name: tuple(pieces) for name, pieces in entries.items()}, assumed=assumed)
 
 

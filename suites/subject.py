@@ -27,7 +27,7 @@ from torch.nn.utils.spectral_norm import SpectralNorm
 from torch.nn.utils.weight_norm import WeightNorm
 
 from rnnbench.errors import one_line, raised_at
-from rnnbench.impls.adapt import CannotCall, CannotConstruct
+from rnnbench.impls.adapt import CannotCall, CannotConstruct, StateAdapter
 from rnnbench.impls.base import Implementation
 from rnnbench.reference import Uniform
 from rnnbench.reference.kinds import kind_of
@@ -262,15 +262,23 @@ class Subject:
         # may a column (H, 1) or row (1, H) the size of a missing bias or of one gate's block
         # of it: the function is then not checked, rather than failed for a parameter it may
         # have, or for a bias held at zero that it has and uses. Under a map the user gave, a
-        # key shaped like any parameter it leaves out may be that one too (b_ih, unnamed).
+        # trainable parameter shaped like any it leaves out may be that one too (b_ih, unnamed;
+        # not a buffer, a zero state kept as h_init).
         gates = len(getattr(cfg, "gates", "")) or 1
-        left_out = pmap.missing if pmap.given else lacking
-        wanted = {tuple(shape) for name, shape in spec_shapes(cfg).items() if name in left_out}
-        wanted |= {shape[::-1] for shape in wanted}
-        columns = {size for name, shape in spec_shapes(cfg).items() if name in pmap.missing
+        spec = spec_shapes(cfg)
+
+        def shaped_like(names) -> set[tuple]:
+            shaped = {tuple(shape) for name, shape in spec.items() if name in names}
+            return shaped | {shape[::-1] for shape in shaped}
+        wanted = shaped_like(lacking)
+        inner = module.inner if isinstance(module, StateAdapter) else module  # the keys' names
+        trainable = {name for name, p in inner.named_parameters() if p.requires_grad}
+        unnamed = shaped_like(pmap.missing) if pmap.given else set()
+        columns = {size for name, shape in spec.items() if name in pmap.missing
                    and len(shape) == 1 for size in (shape[0], shape[0] // gates)}
         unplaced = [f"{key} {shape}" for key, shape in shapes.items() if key not in pmap.keys()
-                    and (tuple(shape) in wanted or _column_of(shape) in columns)]
+                    and (tuple(shape) in wanted or _column_of(shape) in columns
+                         or (key in trainable and tuple(shape) in unnamed))]
         if lacking:
             self._raise_if_ignored(module, cfg, shapes)
             _raise_if_unregistered(module, f"state_dict lacks {listed(lacking)}")

@@ -79,19 +79,21 @@ def _saturating(params, x):
     return params, SATURATING * x
 
 
-# The long-memory row's push on the input and forget gates' biases: both gates held near one,
-# so that the cell state adds up a candidate of one sign from step to step.
+# The long-memory row's push on the input and forget gates' pre-activations: both gates held
+# near one, so that the cell state adds up a candidate of one sign from step to step.
 OPEN_GATES = 6.0
 
 
 def _long_memory(params, x):
-    """The input the same at every step, three times the drawn one, and the LSTM's input and
-    forget gates held open: its cell state grows to several times what one step reaches (past
-    3, where a clipped cell state, ELMo's, parts from torch.nn's). One layer, time-major."""
-    width = len(params["bias_ih_l0"]) // 4
-    bias = params["bias_ih_l0"].copy()
-    bias[:2 * width] += OPEN_GATES
-    return {**params, "bias_ih_l0": bias}, np.broadcast_to(3.0 * x[:1], x.shape).copy()
+    """One input, three times a drawn one, at every step and in every batch row, and the LSTM's
+    input and forget gates held open by their input weights (their rows given OPEN_GATES along
+    that input, so a module without biases has them open too): its cell state grows to
+    several times what one step reaches, where a clipped cell state parts from torch.nn's. One
+    layer, time-major."""
+    held = 3.0 * x[0, 0]
+    weight = params["weight_ih_l0"].copy()
+    weight[:2 * (len(weight) // 4)] += OPEN_GATES * held / held.dot(held)
+    return {**params, "weight_ih_l0": weight}, np.broadcast_to(held, x.shape).copy()
 
 
 CASES: tuple[Case, ...] = (
@@ -370,7 +372,7 @@ def _settle_reading(subject, probe: Config, key: tuple, roles: dict) -> None:
                 return
     finally:
         if not outcomes or outcomes[-1] is not True:  # nothing fitted, or interrupted
-            _ROLES[key] = (roles, dataclasses.replace(candidates[0], told=False))
+            _ROLES[key] = (roles, dataclasses.replace(candidates[0], confirmed=False))
     if all(isinstance(outcome, Finding) for outcome in outcomes):
         _ROLES[key] = param_roles.MappingError(
             f"the probe module could not hold the spec's parameters read any way its layout "
@@ -467,9 +469,12 @@ def _cell_state(result, lstm: bool) -> tuple | None:
     tuple. The `output-structure` check holds such wrapping against the drop-in
     level. None where the state cannot be read."""
     def same(a, b):
-        """Whether state `b` is output `a`, or `a` with a layer's leading axis of one."""
+        """Whether `a` and `b` are one tensor's values, one perhaps with a layer's leading axis
+        of one."""
         if not all(isinstance(t, torch.Tensor) for t in (a, b)):
             return False
+        if a.dim() > b.dim():
+            a, b = b, a
         return a is b or identical(a, b) or (b.dim() == a.dim() + 1 and b.shape[0] == 1
                                              and identical(a, b[0]))
 
@@ -479,8 +484,8 @@ def _cell_state(result, lstm: bool) -> tuple | None:
         return None if lstm else (result,)
     if not isinstance(result, (tuple, list)) or not result:
         return None
-    if not lstm:
-        return (result[0],) if all(same(part, result[0]) for part in result) else None
+    if not lstm:  # the state as returned: last, where a layer returns it
+        return (result[-1],) if all(same(part, result[0]) for part in result) else None
     if len(result) == 1 and pair(result[0]):
         return tuple(result[0])
     if pair(result) and pair(result[1]) and same(result[0], result[1][0]):
@@ -508,7 +513,7 @@ def batch_and_steps(cfg: Config, x) -> tuple[int | None, int]:
 def shape_diagnosis(cfg: Config, batch, steps, name: str, got: tuple) -> str | None:
     """Name the mistakes a wrong output shape gives away."""
     want = io_shapes(cfg, batch, steps)[name]
-    if cfg.is_cell and got == (1, *want):
+    if cfg.is_cell and batch is not None and got == (1, *want):
         return "cell_state_layer_axis"
     if batch == 1 and name not in ("h_n", "c_n") and got == io_shapes(cfg, None, steps)[name]:
         return "batch_of_one_broken"  # the batch axis squeezed away
@@ -675,15 +680,15 @@ def refused(subject, cfg, plain, other, other_state_like) -> Exception | None:
         warnings.simplefilter("ignore")
         for with_state in (False, True):
             try:
-                first, second = subject.construct(cfg), subject.construct(cfg)
-            except Exception:
-                return None
-            try:
-                forward(first, plain, plain, with_state)
+                forward(subject.construct(cfg), plain, plain, with_state)
             except Exception:
                 continue
             try:
-                forward(second, other, other_state_like, with_state)
+                fresh = subject.construct(cfg)
+            except Exception:
+                return None
+            try:
+                forward(fresh, other, other_state_like, with_state)
             except Exception as exc:
                 return exc
             return None
@@ -716,11 +721,10 @@ def extra_checks(kind: str) -> tuple[dict, ...]:
         dict(name="invalid-arguments", category="construction",
              function=partial(check_construction.check_invalid_arguments,
                               arguments=INVALID_ARGUMENTS), table=construction, calls=False),
+        dict(name="state-argument", category="construction",
+             function=check_construction.check_state_argument, table=construction, rows=1,
+             calls=False),
     ]
-    if kind.startswith("lstm"):
-        rows.append(dict(name="state-argument", category="construction",
-                         function=check_construction.check_state_argument, table=construction,
-                         rows=1, calls=False))
     if packed:
         # Variable-length sequences (PackedSequence input): float64 tight, float32 by the policy.
         rows += [dict(name=f"packed-forward{suffix}", category="forward",

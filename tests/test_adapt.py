@@ -466,8 +466,8 @@ def test_a_matrix_over_state_then_input_is_read_so_when_only_that_gives_the_refe
 
     [names] = run_checks(Implementation("t", {"rnn_cell": UnactivatedStateFirstConcatCell}),
                          checks="parameters/batched")
-    assert names.message.endswith("-> bias_ih, bias_hh: none (held at zero) (read torch.nn's way: "
-                                  "its outputs fitted no reading its layout allows)"), names.message
+    assert names.message.endswith("-> bias_ih, bias_hh: none (held at zero); read torch.nn's way: "
+                                  "no reading its layout allows gave the reference's outputs"), names.message
     [names] = run_checks(Implementation("t", {"rnn_cell": StateFirstConcatCell}),
                          checks="parameters/batched")
     assert "read torch.nn's way" not in names.message
@@ -1172,6 +1172,24 @@ def test_a_user_map_that_leaves_out_keys_shaped_like_what_it_misses_leaves_the_f
         in result.message
     whole = {"W_ih": "weight_ih", "W_hh": "weight_hh", "b_ih": "bias_ih", "b_hh": "bias_hh"}
     assert forward_result("rnn_cell", LetteredCell, param_map=whole).outcome == "passed"
+    # a buffer of a bias's shape (a zero state kept as h_init) is no parameter it may be
+    weights = {"W_ih": "weight_ih", "W_hh": "weight_hh"}
+    assert forward_result("rnn_cell", BiaslessInitBufferCell, param_map=weights).outcome == "passed"
+
+
+class BiaslessInitBufferCell(nn.Module):
+    """torch.nn's RNN cell without biases, under names of its own, its zero state a buffer."""
+
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        bound = hidden_size ** -0.5
+        self.W_ih = nn.Parameter(torch.empty(hidden_size, input_size).uniform_(-bound, bound))
+        self.W_hh = nn.Parameter(torch.empty(hidden_size, hidden_size).uniform_(-bound, bound))
+        self.register_buffer("h_init", torch.zeros(hidden_size))
+
+    def forward(self, x, hx=None):
+        hx = self.h_init.expand(*x.shape[:-1], -1) if hx is None else hx
+        return torch.tanh(x @ self.W_ih.T + hx @ self.W_hh.T)
 
 
 class LengthsFirstRNN(nn.RNN):

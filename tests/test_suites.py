@@ -967,3 +967,67 @@ def test_every_feature_a_row_asks_for_is_asked_for_alone_in_a_row_too(kind, quic
         ("packed",) if isinstance(case, PackedCase) else ()))) & asked for case in rows]
     alone = {next(iter(features)) for features in needs if len(features) == 1}
     assert set().union(*needs) - alone == set()
+
+
+class UnbatchedKeptBatchAxisGRUCell(nn.GRUCell):
+    """Unbatched input given a batch axis that is never taken off: h (1, H) for input (I,)."""
+
+    def forward(self, input, hx=None):
+        if input.dim() == 1:
+            input, hx = input[None], None if hx is None else hx[None]
+        return super().forward(input, hx)
+
+
+class BatchMajorFinalStateRNN(nn.RNN):
+    """torch.nn's RNN returning h_n as (batch, 1, hidden): it takes torch.nn's state rightly."""
+
+    def forward(self, input, hx=None):
+        output, h_n = super().forward(input, hx)
+        return output, h_n.transpose(0, 1)
+
+
+def test_a_misshapen_result_is_not_read_as_a_state_taken_in_another_layout():
+    unbatched = [r for r in failed(run(UnbatchedKeptBatchAxisGRUCell, "gru_cell", "shapes"))
+                 if r.case.startswith("unbatched")]
+    assert unbatched and {r.diagnosis for r in unbatched} == {None}, [r.message for r in unbatched]
+    shapes = failed(run(BatchMajorFinalStateRNN, "rnn", "shapes"))
+    assert shapes and "h0_no_layer_dim" not in {r.diagnosis for r in shapes}
+
+
+class StackStepPairGRUCell(nn.Module):
+    """A decoder step over a one-step nn.GRU: the state (1, batch, hidden) in, and out beside h."""
+
+    def __init__(self, input_size, hidden_size, bias=True):
+        super().__init__()
+        self.gru = nn.GRU(input_size, hidden_size, bias=bias)
+
+    def forward(self, input, hidden=None):
+        out, hidden = self.gru(input.unsqueeze(0), hidden)
+        return out[0], hidden
+
+
+def test_a_cells_state_returned_with_a_layer_axis_beside_h_is_read_as_that_state():
+    batched = [r for r in failed(run(StackStepPairGRUCell, "gru_cell", "shapes"))
+               if not r.case.startswith("unbatched")]  # a state (1, H) there is a batch of one
+    assert len(batched) == 4 and {r.diagnosis for r in batched} == {"cell_state_layer_axis"}, [
+        r.message for r in batched]
+
+
+class StatefulInTrainingGRU(nn.GRU):
+    """torch.nn's GRU that, in training mode, starts a call without a state where the last ended."""
+
+    def forward(self, input, hx=None):
+        kept = getattr(self, "kept", None)
+        if hx is None and self.training and kept is not None and kept.shape[1:] == (
+                input.shape[1], self.hidden_size) and input.dim() == 3:
+            hx = kept
+        output, h_n = super().forward(input, hx)
+        if self.training:
+            self.kept = h_n.detach()
+        return output, h_n
+
+
+def test_a_module_that_keeps_its_state_in_training_mode_alone_is_caught():
+    results = failed(run(StatefulInTrainingGRU, "gru", "forward"))
+    assert results and {r.diagnosis for r in results} == {"state_kept_between_calls"}
+    assert "in training mode" in results[0].message

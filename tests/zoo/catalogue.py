@@ -286,6 +286,7 @@ REAL_CODE = [
              {**dict.fromkeys(("num_layers", "bidirectional", "batch_first", "dropout", "no_bias",
                                "factory_kwargs"), "signature"),
               **dict.fromkeys(("unbatched", "packed", "final_state"), "observed")}),
+    RealCode(f"{REAL}:LengthsBeforeStateGRU", "gru", "state_not_second", YES, NO, {}),
     RealCode(f"{REAL}:StateFirstIfogLSTMCell", "lstm_cell", "param_names", YES, NO,
              {"no_bias": "signature", "factory_kwargs": "signature",
               "optional_state": "signature"}),

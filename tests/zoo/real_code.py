@@ -108,6 +108,9 @@ catalogue.py (REAL_CODE).
 - `BatchFirstOutputRNN`: an Elman RNN that always reads (batch, time, features) and returns its
   output sequence alone, as Keras-style sequence layers do: batch-first reading is its cause
   whatever it returns.
+- `LengthsBeforeStateGRU`: torch.nn's GRU behind forward(input, lengths=None, hx=None), as
+  padded-batch code writes it: its state goes by name, and code written for torch.nn would pass
+  it as the lengths.
 """
 from __future__ import annotations
 
@@ -724,3 +727,10 @@ class BatchFirstOutputRNN(nn.Module):
                            + F.linear(h, self.weight_hh_l0, self.bias_hh_l0))
             outputs.append(h)
         return torch.stack(outputs, 1)
+
+
+class LengthsBeforeStateGRU(nn.GRU):
+    def forward(self, input, lengths=None, hx=None):
+        if lengths is not None:
+            input = nn.utils.rnn.pack_padded_sequence(input, lengths, enforce_sorted=False)
+        return super().forward(input, hx)

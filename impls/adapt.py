@@ -425,6 +425,10 @@ def _forward_features(constructor) -> dict[str, str]:
         return {"initial_state": "forward takes no initial state (no second argument)"}
     after = state_after(constructor)
     state = next(p for p in positional if p.name == after[0]) if after else positional[1]
+    if state.default not in (None, state.empty) and not _names_state(state.name):
+        # a flag or a count (`collect_hidden=False`): a state's default is None
+        return {"initial_state": f"forward takes no initial state (its second argument, "
+                                 f"`{state.name}={state.default!r}`, is none)"}
     if state.default is state.empty:
         return {"optional_state": f"the state is a required argument (`{state.name}` has no "
                                   "default): zeros are passed where torch.nn takes None"}

@@ -113,6 +113,8 @@ DIAGNOSES: dict[str, str] = {
     "dropout_with_one_layer": "dropout changes a one-layer module in training (torch.nn drops "
                               "only between layers)",
     "output_not_stacked": "the output sequence is returned as a list of steps, not one tensor",
+    "state_not_nested": "an LSTM's final state returned flat, (output, h_n, c_n), not nested "
+                        "as (output, (h_n, c_n))",
     "state_not_stacked": "the final state is returned as a list per layer and direction, not "
                          "one tensor",
     "always_batch_first": "input read batch-first although batch_first=False (torch.nn's default)",

@@ -463,6 +463,12 @@ def _units(cfg: Config, keys: list[str]) -> dict[str, tuple[int, int]]:
             reverse = (match.group(2) or _REVERSE.search(key[:match.start()])
                        or _REVERSE.search(match.group(3) or ""))
             units[key] = (int(match.group(1)), 1 if reverse else 0)
+    # Keys of one template the suffix gives one unit (layers.0.weight_ih_l0, layers.1...: a
+    # stack of one-layer torch.nn modules) are told apart by the number that differs instead.
+    for key in [key for key in units if any(
+            other != key and units[other] == units[key] and template(other) == template(key)
+            for other in units)]:
+        del units[key]
     rest = [key for key in keys if key not in units]
     if not rest:
         return units

@@ -270,6 +270,13 @@ def steps_listed(result) -> bool:
             and all(isinstance(step, torch.Tensor) for step in result[0]))
 
 
+def state_flat(result) -> bool:
+    """Whether an LSTM layer's return value is (output, h_n, c_n), three tensors, where
+    torch.nn's nests the state: (output, (h_n, c_n))."""
+    return (isinstance(result, (tuple, list)) and len(result) == 3
+            and all(isinstance(part, torch.Tensor) for part in result))
+
+
 def listed_state(cfg, state, batched: bool, ends: tuple | None = None):
     """A layer's final state listed with one entry per layer and direction, where torch.nn's is
     one tensor (h_n; an LSTM's (h_n, c_n)): `[h_0, h_1]`, an LSTM's `[(h_0, c_0), (h_1, c_1)]`

@@ -1229,6 +1229,43 @@ def test_a_forward_that_requires_another_argument_before_its_state_leaves_the_fu
     assert forward_requires(LengthsOnly) == "`output_lengths`"
 
 
+def test_a_flag_in_the_states_place_is_no_state():
+    from rnnbench.impls.adapt import _forward_features
+
+    class Flagged(nn.Module):
+        def forward(self, input, collect_hidden=False): ...
+
+    class Stated(nn.Module):
+        def forward(self, input, h=None): ...
+    assert _forward_features(Flagged) == {"initial_state": "forward takes no initial state (its "
+                                          "second argument, `collect_hidden=False`, is none)"}
+    assert _forward_features(Stated) == {}
+
+
+class OneLayerModulesLSTM(nn.Module):
+    """torch.nn's LSTM as a stack of one-layer nn.LSTMs: every key ends in torch's `_l0`."""
+
+    def __init__(self, input_size, hidden_size, num_layers=1):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.LSTM(input_size if layer == 0 else hidden_size, hidden_size)
+                                    for layer in range(num_layers))
+
+    def forward(self, input, hx=None):
+        hs, cs = [], []
+        for layer, module in enumerate(self.layers):
+            state = None if hx is None else (hx[0][layer:layer + 1], hx[1][layer:layer + 1])
+            input, (h, c) = module(input, state)
+            hs.append(h)
+            cs.append(c)
+        return input, (torch.cat(hs), torch.cat(cs))
+
+
+def test_a_stack_of_one_layer_modules_is_read_by_the_number_that_differs():
+    _, pmap = roles_and_map("lstm", OneLayerModulesLSTM, Config("lstm", 5, 5, num_layers=3))
+    assert pmap.entries["weight_hh_l2"] == (Piece("layers.2.weight_hh_l0"),)
+    assert forward_result("lstm", OneLayerModulesLSTM, "three-layer-square").outcome == "passed"
+
+
 def test_a_word_after_torchs_layer_suffix_may_say_the_direction():
     cfg = Config("rnn", 3, 5, num_layers=2, bidirectional=True)
     keys = ["weight_ih_l0_fwd", "weight_ih_l0_bwd", "weight_hh_l1_raw", "weight_hh_l1_reverse",

@@ -287,6 +287,7 @@ REAL_CODE = [
                                "factory_kwargs"), "signature"),
               **dict.fromkeys(("unbatched", "packed", "final_state"), "observed")}),
     RealCode(f"{REAL}:LengthsBeforeStateGRU", "gru", "state_not_second", YES, NO, {}),
+    RealCode(f"{REAL}:FlatStateLSTM", "lstm", "state_not_nested", YES, NO, {}),
     RealCode(f"{REAL}:StateFirstIfogLSTMCell", "lstm_cell", "param_names", YES, NO,
              {"no_bias": "signature", "factory_kwargs": "signature",
               "optional_state": "signature"}),

@@ -111,6 +111,8 @@ catalogue.py (REAL_CODE).
 - `LengthsBeforeStateGRU`: torch.nn's GRU behind forward(input, lengths=None, hx=None), as
   padded-batch code writes it: its state goes by name, and code written for torch.nn would pass
   it as the lengths.
+- `FlatStateLSTM`: torch.nn's LSTM returning (output, h_n, c_n), three values, as models written
+  for export return it: read as (output, (h_n, c_n)), and judged.
 """
 from __future__ import annotations
 
@@ -734,3 +736,9 @@ class LengthsBeforeStateGRU(nn.GRU):
         if lengths is not None:
             input = nn.utils.rnn.pack_padded_sequence(input, lengths, enforce_sorted=False)
         return super().forward(input, hx)
+
+
+class FlatStateLSTM(nn.LSTM):
+    def forward(self, input, hx=None):
+        output, (h_n, c_n) = super().forward(input, hx)
+        return output, h_n, c_n

@@ -19,8 +19,12 @@ torch.nn's arguments, or an `Adapted` constructor that takes torch.nn's full arg
 - a plain object that holds tensors becomes an nn.Module whose parameters are those tensors;
 - a forward whose state argument is required is given explicit zeros where torch.nn would take
   None ("optional_state" not supported); a forward with no state argument never gets one
-  ("initial_state" not supported); an LSTM's forward that takes h and c as two arguments,
-  `forward(x, h_prev, c_prev)`, gets torch.nn's (h, c) tuple taken apart (`split_state`).
+  ("initial_state" not supported, nor where a flag stands in its place, `collect_hidden=False`);
+  an LSTM's forward that takes h and c as two arguments, `forward(x, h_prev, c_prev)`, gets
+  torch.nn's (h, c) tuple taken apart (`split_state`); a forward that takes the state after
+  other arguments with defaults, `forward(x, lengths=None, hx=None)`, gets it by name
+  (`state_after`); one that requires arguments torch.nn's forward does not take (lengths, a
+  mask, `done`) cannot be called as torch.nn's (`forward_requires`: `CannotCall`).
 """
 from __future__ import annotations
 
@@ -60,7 +64,7 @@ class CannotConstruct(TypeError):
 
 
 class CannotCall(CannotConstruct):
-    """forward requires an argument torch.nn's forward does not take, before its state."""
+    """forward requires an argument torch.nn's forward does not take (lengths, a mask, done)."""
 
 
 def torch_signature(kind: str) -> inspect.Signature:
@@ -386,19 +390,16 @@ def forward_requires(constructor) -> str | None:
     if not positional or len(positional) < 2:
         return None
 
-    def state(p) -> bool:
-        return _names_state(p.name)
-
     def quoted(params) -> str:
         return ", ".join(f"`{p.name}`" for p in params)
     second, rest = positional[1], positional[2:]
-    later = next((p for p in rest if state(p)), None)
-    if not state(second) and later is not None:
+    later = next((p for p in rest if _names_state(p.name)), None)
+    if not _names_state(second.name) and later is not None:
         before = [p for p in positional[1:positional.index(later)] if p.default is p.empty]
         return f"{quoted(before)} before its state (`{later.name}`)" if before else None
-    if not state(second) and _NOT_STATE.search(second.name.lower()):
+    if not _names_state(second.name) and _NOT_STATE.search(second.name.lower()):
         return quoted([second]) if second.default is second.empty else None
-    after = [p for p in rest if p.default is p.empty and not state(p)]
+    after = [p for p in rest if p.default is p.empty and not _names_state(p.name)]
     return f"{quoted(after)} after its state (`{second.name}`)" if after else None
 
 

@@ -512,6 +512,12 @@ class StateAdapter(nn.Module):
         return self.inner.load_state_dict(state_dict, strict=strict, assign=assign)
 
 
+def unwrapped(module: nn.Module) -> nn.Module:
+    """The user's module inside a StateAdapter (whose state_dict names are its own), else the
+    module itself."""
+    return module.inner if isinstance(module, StateAdapter) else module
+
+
 def zero_state(cfg: Config, input: torch.Tensor | PackedSequence):
     """torch.nn's omitted state made explicit: zeros of the spec's shapes for this input (a
     tensor or a PackedSequence), as hx (h0, or (h0, c0) for the LSTM kinds)."""

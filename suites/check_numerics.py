@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from rnnbench.impls.adapt import StateAdapter
+from rnnbench.impls.adapt import unwrapped
 from rnnbench.suites.compare import (precision_reached, require_gradients_close,
                                      require_outputs_close)
 from rnnbench.suites.results import Finding
@@ -131,7 +131,7 @@ def _other_parameters_at_zero(run: Run, wrong: Finding) -> Finding | None:
 def other_parameters(run: Run) -> dict[str, torch.nn.Parameter]:
     """The module's trainable parameters that share no storage with a state_dict entry a spec
     parameter is read from, by name."""
-    module = run.module.inner if isinstance(run.module, StateAdapter) else run.module
+    module = unwrapped(run.module)
     state = call("state_dict()", module.state_dict)
     read = {state[key].untyped_storage().data_ptr() for key in run.pmap.keys()}
     named = call("named_parameters()", lambda: list(module.named_parameters()))

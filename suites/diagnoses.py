@@ -23,7 +23,7 @@ import torch
 
 from rnnbench.findings import DIAGNOSES  # noqa: F401  (re-exported: the suites' vocabulary)
 from rnnbench import reference
-from rnnbench.impls.adapt import StateAdapter
+from rnnbench.impls.adapt import unwrapped
 from rnnbench.reference import io_shapes, param_shapes
 from rnnbench.reference.numerics import flatten_outputs, nest_state, state_names
 from rnnbench.suites import mistakes
@@ -295,7 +295,7 @@ def _state_layout(run, observed, expected, tol) -> str | None:
 
 
 def _state_named_first(module) -> bool:
-    module = module.inner if isinstance(module, StateAdapter) else module
+    module = unwrapped(module)
     try:
         first = next(iter(inspect.signature(module.forward).parameters), "")
     except (TypeError, ValueError):

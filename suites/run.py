@@ -271,10 +271,11 @@ def steps_listed(result) -> bool:
 
 
 def state_flat(result) -> bool:
-    """Whether an LSTM layer's return value is (output, h_n, c_n), three tensors, where
-    torch.nn's nests the state: (output, (h_n, c_n))."""
+    """Whether an LSTM layer's return value is (output, h_n, c_n), the output (a tensor, or a
+    PackedSequence) beside two state tensors, where torch.nn's nests the state: (output, (h_n,
+    c_n))."""
     return (isinstance(result, (tuple, list)) and len(result) == 3
-            and all(isinstance(part, torch.Tensor) for part in result))
+            and all(isinstance(part, torch.Tensor) for part in result[1:]))
 
 
 def listed_state(cfg, state, batched: bool, ends: tuple | None = None):

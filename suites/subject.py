@@ -27,7 +27,7 @@ from torch.nn.utils.spectral_norm import SpectralNorm
 from torch.nn.utils.weight_norm import WeightNorm
 
 from rnnbench.errors import one_line, raised_at
-from rnnbench.impls.adapt import CannotCall, CannotConstruct, StateAdapter
+from rnnbench.impls.adapt import CannotCall, CannotConstruct, unwrapped
 from rnnbench.impls.base import Implementation
 from rnnbench.reference import Uniform
 from rnnbench.reference.kinds import kind_of
@@ -271,8 +271,7 @@ class Subject:
             shaped = {tuple(shape) for name, shape in spec.items() if name in names}
             return shaped | {shape[::-1] for shape in shaped}
         wanted = shaped_like(lacking)
-        inner = module.inner if isinstance(module, StateAdapter) else module  # the keys' names
-        trainable = {name for name, p in inner.named_parameters() if p.requires_grad}
+        trainable = {name for name, p in unwrapped(module).named_parameters() if p.requires_grad}
         unnamed = shaped_like(pmap.missing) if pmap.given else set()
         columns = {size for name, shape in spec.items() if name in pmap.missing
                    and len(shape) == 1 for size in (shape[0], shape[0] // gates)}

@@ -32,6 +32,11 @@ DIAGNOSES: dict[str, str] = {
                        "where torch.nn's is (layers x directions, batch, hidden)",
     "cell_state_layer_axis": "the state is taken (or returned) with a layer's leading axis, "
                              "(1, batch, hidden), where torch.nn's cells have (batch, hidden)",
+    "state_in_list": "the state is taken wrapped in a list, [h] (Keras's convention), where "
+                     "torch.nn's cells take the tensor h",
+    "state_concatenated": "an LSTM's state is taken as one tensor, h and c concatenated along "
+                          "the features (TensorFlow's state_is_tuple=False), where torch.nn "
+                          "takes the tuple (h, c)",
     "h_n_layout": "h_n layers/directions in the wrong order",
     "weight_transposed": "W used transposed (W^T instead of W)",
     "missing_nonlinearity": "nonlinearity missing (no tanh)",

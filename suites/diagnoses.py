@@ -251,47 +251,83 @@ def _state_first(run, observed, expected, tol) -> str | None:
 
 
 def _state_layout(run, observed, expected, tol) -> str | None:
-    """forward raised on torch.nn's state, and its first output is the reference's with the
-    state shaped as much code shapes it: a cell's with a layer's leading axis of one, (1, batch,
-    hidden), as a one-layer stack's step takes it; a one-layer, one-direction layer's without
-    its layer axis, (batch, hidden), as a layer looping over a cell takes it (read time-major,
-    or batch-first where it reads its input so too: that is then its next finding). Not on a
+    """forward raised on torch.nn's state and runs on the state as much code shapes it
+    (`_state_layouts`; on an unbatched input none with a layer axis, which reads as a batch of
+    one): the layout whose first output is the reference's is named; where none is, the first
+    that forward runs on of those a call cannot run on by accident (a list, or one tensor twice
+    as wide, for a tensor or a pair) and whose first output has the reference's shape. Not on a
     case whose tolerance is scaled up (the saturated one), where a state read wrongly can still
     agree."""
     cfg = run.cfg
-    if observed is not None or run.hx64 is None or not is_batched(cfg, run.x64) \
-            or run.case.tolerance_scale != 1.0:
+    if observed is not None or run.hx64 is None or run.case.tolerance_scale != 1.0:
         return None
     try:
         run.subject_call(*run.tensors())
         return None  # it runs on torch.nn's state: what is wrong is its result
     except Finding:
         pass
-    hx64 = run.hx64
-    if cfg.is_cell:
-        diagnosis, hx64 = "cell_state_layer_axis", {name: v[None] for name, v in hx64.items()}
-    elif cfg.num_layers * cfg.num_directions == 1:
-        diagnosis, hx64 = "h0_no_layer_dim", {name: v[0] for name, v in hx64.items()}
-    else:
-        return None
     first = run.spec.output_names(cfg)[0]
-    want = expected[first]
-    x, hx = run.tensors(hx64=hx64)
-    state = nest_state(cfg, hx)
-    # A cell's h, returned with the layer axis or without (beside the state it keeps with it).
-    readings = [(x, state, lambda out: out[0] if out.dim() == want.ndim + 1 else out)]
-    if cfg.is_cell and cfg.family != "lstm":  # a stack's state, (h,) as an LSTM's is (h, c)
-        readings.append((x, (state,), readings[0][2]))
-    if not cfg.is_cell and not cfg.batch_first:
-        readings.append((x.transpose(0, 1), state, lambda out: out.transpose(0, 1)))
-    for given, given_state, read in readings:
+    want = {first: expected[first]}
+    ran = None
+    for diagnosis, given, state, read in _state_layouts(run, want[first].ndim):
         try:
-            out = next(_tensors(call("forward", run.module, given, given_state)), None)
+            result = call("forward", run.module, given, state)
         except Finding:
             continue
-        if out is not None and agree({first: to_numpy(read(out))}, {first: want}, tol):
+        out = next(_tensors(result), None)
+        if out is None:
+            continue
+        if diagnosis == "state_in_list" and any(
+                tuple(t.shape) == (1, *want[first].shape) for t in _tensors(result)):
+            diagnosis = "cell_state_layer_axis"  # h = state[0] read from (1, batch, hidden)
+        seen = {first: to_numpy(read(out))}
+        if agree(seen, want, tol):
             return diagnosis
-    return None
+        if diagnosis in _STRUCTURAL_LAYOUTS and seen[first].shape == want[first].shape:
+            ran = ran or diagnosis
+    return ran
+
+
+# State layouts that a forward written for torch.nn's cannot run on by accident.
+_STRUCTURAL_LAYOUTS = ("state_in_list", "state_concatenated")
+
+
+def _state_layouts(run, ndim: int):
+    """(diagnosis, input, state, read of the first output) for each way code shapes the state
+    that `_state_layout` tries: a cell's h wrapped in a list, as Keras's cells take it (first:
+    a cell that reads `state[0]` runs on a layer axis too); a cell's state with a layer's
+    leading axis of one, (1, batch, hidden), as a one-layer stack's step takes it, alone or in
+    a tuple (h,) as an LSTM's is (h, c); a one-layer, one-direction layer's without its layer
+    axis, (batch, hidden), as a layer looping over a cell takes it (read time-major, or
+    batch-first where it reads its input so too: that is then its next finding); an LSTM's h and
+    c concatenated into one tensor, either way round, as TensorFlow's state_is_tuple=False keeps
+    them."""
+    cfg = run.cfg
+    def unlayered(out):  # a cell's h, returned with the layer axis or without
+        return out[0] if out.dim() == ndim + 1 else out
+    def as_is(out):
+        return out
+    def tensors(reshape=lambda value: value):  # fresh ones for every call
+        x, hx = run.tensors(hx64={name: reshape(value) for name, value in run.hx64.items()})
+        return x, nest_state(cfg, hx)
+    if cfg.is_cell and cfg.family != "lstm":
+        x, h = tensors()
+        yield "state_in_list", x, [h], as_is
+    batched = is_batched(cfg, run.x64)  # unbatched, an axis of one reads as a batch of one
+    if batched and cfg.is_cell:
+        for wrap in (as_is, lambda state: (state,)) if cfg.family != "lstm" else (as_is,):
+            x, layered = tensors(lambda value: value[None])
+            yield "cell_state_layer_axis", x, wrap(layered), unlayered
+    elif batched and cfg.num_layers * cfg.num_directions == 1:
+        x, flat = tensors(lambda value: value[0])
+        yield "h0_no_layer_dim", x, flat, as_is
+        if not cfg.batch_first:
+            x, flat = tensors(lambda value: value[0])
+            yield "h0_no_layer_dim", x.transpose(0, 1), flat, lambda out: out.transpose(0, 1)
+    if cfg.family == "lstm":
+        for order in ((0, 1), (1, 0)):
+            x, state = tensors()
+            yield "state_concatenated", x, torch.cat([state[i] for i in order], -1), as_is
 
 
 def _state_named_first(module) -> bool:

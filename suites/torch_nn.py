@@ -424,6 +424,11 @@ def summed_biases(cfg: Config) -> dict[str, str]:
 
 # --- torch.nn's return structure -------------------------------------------------------------
 
+def _pair(value) -> bool:
+    """Whether a returned value is a tuple or list of two."""
+    return isinstance(value, (tuple, list)) and len(value) == 2
+
+
 def flatten_result(cfg: Config, result) -> dict[str, torch.Tensor]:
     """torch.nn's return structure ((output, h_n), (output, (h_n, c_n)), h, (h, c)) as tensors
     keyed by output name; Finding when it is not that. A lone tensor where torch.nn returns
@@ -435,8 +440,6 @@ def flatten_result(cfg: Config, result) -> dict[str, torch.Tensor]:
     if isinstance(result, torch.Tensor) and len(output_names(cfg)) > 1:
         return {output_names(cfg)[0]: result}
 
-    def pair(value):
-        return isinstance(value, (tuple, list)) and len(value) == 2
     lstm = cfg.family == "lstm"
     if not cfg.is_cell and steps_listed(result):
         steps = result[0]
@@ -452,10 +455,10 @@ def flatten_result(cfg: Config, result) -> dict[str, torch.Tensor]:
         parts = _cell_state(result, lstm)
     elif lstm and state_flat(result):
         parts = tuple(result)
-    elif not pair(result):
+    elif not _pair(result):
         parts = None
     elif lstm:
-        parts = (result[0], *result[1]) if pair(result[1]) else None
+        parts = (result[0], *result[1]) if _pair(result[1]) else None
     else:
         parts = tuple(result)
     if parts is None or not all(isinstance(part, torch.Tensor) for part in parts):
@@ -481,19 +484,17 @@ def _cell_state(result, lstm: bool) -> tuple | None:
         return a is b or identical(a, b) or (b.dim() == a.dim() + 1 and b.shape[0] == 1
                                              and identical(a, b[0]))
 
-    def pair(value):
-        return isinstance(value, (tuple, list)) and len(value) == 2
     if isinstance(result, torch.Tensor):
         return None if lstm else (result,)
     if not isinstance(result, (tuple, list)) or not result:
         return None
     if not lstm:  # the state as returned: last, where a layer returns it
         return (result[-1],) if all(same(part, result[0]) for part in result) else None
-    if len(result) == 1 and pair(result[0]):
+    if len(result) == 1 and _pair(result[0]):
         return tuple(result[0])
-    if pair(result) and pair(result[1]) and same(result[0], result[1][0]):
+    if _pair(result) and _pair(result[1]) and same(result[0], result[1][0]):
         return tuple(result[1])
-    return tuple(result) if pair(result) else None
+    return tuple(result) if _pair(result) else None
 
 
 def _expected_structure(cfg: Config) -> str:

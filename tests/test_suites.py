@@ -1013,6 +1013,79 @@ def test_a_cells_state_returned_with_a_layer_axis_beside_h_is_read_as_that_state
         r.message for r in batched]
 
 
+class FirstItemStateGRUCell(nn.GRUCell):
+    """torch.nn's GRU cell reading its state as `hx[0]`, returning h beside a state shaped as
+    `returned` makes it from h."""
+
+    returned = staticmethod(lambda h: [h])
+
+    def forward(self, input, hx=None):
+        h = super().forward(input, hx[0])
+        return h, self.returned(h)
+
+
+class FirstItemLayerAxisGRUCell(FirstItemStateGRUCell):
+    returned = staticmethod(lambda h: h[None])
+
+
+class ListStateTanhGRUCell(FirstItemStateGRUCell):
+    """A list-state cell whose function is not torch.nn's either: its h is squashed again."""
+
+    def forward(self, input, hx=None):
+        h, state = super().forward(input, hx)
+        return torch.tanh(h), state
+
+
+def given_state(results):
+    """The failed results of the cases that pass a state (those that omit it crash on None)."""
+    return [r for r in failed(results) if "h0-omitted" not in r.case]
+
+
+def test_a_state_read_as_its_first_item_is_named_by_what_the_cell_returns():
+    # [h][0] and (1, batch, hidden)[0] are both h: the state it returns tells the two apart.
+    for cell, named in ((FirstItemStateGRUCell, "state_in_list"),
+                        (FirstItemLayerAxisGRUCell, "cell_state_layer_axis")):
+        results = given_state(run(cell, "gru_cell", "shapes"))
+        assert len(results) == 4 and {r.diagnosis for r in results} == {named}, (cell, [
+            r.message for r in results])
+
+
+def test_a_state_layout_no_call_runs_on_by_accident_is_named_though_the_function_differs():
+    # The list in the tensor's place is the first cause; what else is wrong comes after it.
+    results = given_state(run(ListStateTanhGRUCell, "gru_cell", "shapes"))
+    assert results and {r.diagnosis for r in results} == {"state_in_list"}
+
+
+class ConcatStateAnyOrderLSTMCell(nn.LSTMCell):
+    """torch.nn's LSTM cell taking its state as one tensor, (h, c) concatenated in `order`."""
+
+    order = "hc"
+
+    def forward(self, input, hx=None):
+        first, second = hx.chunk(2, dim=-1)
+        h, c = (first, second) if self.order == "hc" else (second, first)
+        return super().forward(input, (h, c))
+
+
+class ConcatStateCellFirstLSTMCell(ConcatStateAnyOrderLSTMCell):
+    order = "ch"
+
+
+def test_an_lstm_state_concatenated_either_way_round_is_named():
+    for cell in (ConcatStateAnyOrderLSTMCell, ConcatStateCellFirstLSTMCell):
+        results = given_state(run(cell, "lstm_cell", "shapes"))
+        assert len(results) == 4 and {r.diagnosis for r in results} == {"state_concatenated"}, cell
+
+
+class AlwaysRaisingGRUCell(nn.GRUCell):
+    def forward(self, input, hx=None):
+        raise RuntimeError("not implemented yet")
+
+
+def test_a_forward_that_raises_on_every_state_gets_no_state_layout():
+    assert diagnoses(run(AlwaysRaisingGRUCell, "gru_cell", "shapes")) == {None}
+
+
 class StatefulInTrainingGRU(nn.GRU):
     """torch.nn's GRU that, in training mode, starts a call without a state where the last ended."""
 

@@ -111,6 +111,10 @@ catalogue.py (REAL_CODE).
 - `LengthsBeforeStateGRU`: torch.nn's GRU behind forward(input, lengths=None, hx=None), as
   padded-batch code writes it: its state goes by name, and code written for torch.nn would pass
   it as the lengths.
+- `ListStateGRUCell`: torch.nn's GRU cell behind a Keras-style cell's call, its state a list
+  [h] in and out (as code ported from Keras and its world-model agents writes it).
+- `ConcatStateLSTMCell`: torch.nn's LSTM cell whose state is one tensor, c and h concatenated
+  along the features (as code ported from TensorFlow's state_is_tuple=False keeps it).
 - `FlatStateLSTM`: torch.nn's LSTM returning (output, h_n, c_n), three values, as models written
   for export return it: read as (output, (h_n, c_n)), and judged.
 """
@@ -742,3 +746,24 @@ class FlatStateLSTM(nn.LSTM):
     def forward(self, input, hx=None):
         output, (h_n, c_n) = super().forward(input, hx)
         return output, h_n, c_n
+
+
+class ListStateGRUCell(nn.Module):
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        self.cell = nn.GRUCell(input_size, hidden_size)
+
+    def forward(self, inputs, states):
+        h = self.cell(inputs, states[0])
+        return h, [h]
+
+
+class ConcatStateLSTMCell(nn.Module):
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        self.cell = nn.LSTMCell(input_size, hidden_size)
+
+    def forward(self, inputs, state):
+        c, h = state.chunk(2, dim=-1)
+        h, c = self.cell(inputs, (h, c))
+        return h, torch.cat([c, h], dim=-1)

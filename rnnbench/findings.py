@@ -64,9 +64,13 @@ DIAGNOSES: dict[str, str] = {
                       "or (h, c) alone",
     "dropout_in_eval": "dropout active in eval mode",
     "dropout_after_last_layer": "dropout applied after the last layer",
+    "dropout_in_recurrence": "dropout applied inside the recurrence (to the state a layer "
+                             "carries from step to step), where torch.nn drops only the "
+                             "outputs passed to the next layer",
     "dropout_wrong_scale": "dropout not scaled by 1/(1-p) (or wrong rate)",
     "changes_in_training": "output changes in training mode where nothing may drop (dropout=0, "
                            "or one layer): a dropout of its own, e.g. DropConnect on the weights",
+    "lstm_state_swapped": "an LSTM's state returned as (c, h), where torch.nn returns (h, c)",
     "lstm_gate_order": "LSTM gates not in torch's i,f,g,o order",
     "lstm_forget_bias": "1.0 added to the forget gate in every step (TensorFlow's forget_bias; "
                         "torch.nn adds no constant there)",

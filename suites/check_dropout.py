@@ -18,6 +18,8 @@ where kept. So:
   `dropout_wrong_scale`, or with p = 0 any unit dropped: `changes_in_training`;
 - an output of exactly 0 (phi(BETA + u) is never 0): dropout after the last layer,
   `dropout_after_last_layer`; a one-layer module must not drop at all;
+- layer 0's final state other than the reference's: dropout inside the recurrence (on the state
+  carried from step to step), `dropout_in_recurrence`;
 - nothing dropped and nothing rescaled with p > 0: `dropout_not_applied`;
 - a unit's decision repeating across time steps more often than independent masks allow
   (binomial test): one mask per sequence, `dropout_mask_per_sequence`.
@@ -30,6 +32,7 @@ from rnnbench.findings import EVAL_MODE_ALREADY
 from rnnbench.reference import Config, param_shapes
 from rnnbench.suites.cases import Case
 from rnnbench.suites.check_numerics import compare_forward, observe
+from rnnbench.suites.compare import agree
 from rnnbench.suites.diagnoses import diagnose, dropout_in_eval
 from rnnbench.suites.layers import (HIDDEN_BIAS, INPUT_BIAS, INPUT_WEIGHT, blocks, lower_layers,
                                     time_major)
@@ -97,6 +100,7 @@ def check_train(subject, case) -> dict:
     if zeros:
         raise Finding(f"{zeros} outputs are exactly 0 in training (layer 1 never outputs 0 here)",
                       "dropout_after_last_layer")
+    require_first_layer_state(run, observed)
     lower, lower_params = lower_layers(cfg, run.params, 1)
     y0 = time_major(cfg, run.expected(lower, lower_params)["output"])
     y = time_major(cfg, observed["output"])
@@ -106,6 +110,23 @@ def check_train(subject, case) -> dict:
     numbers = _judge_ratios(cfg.dropout, ratio[informative])
     numbers.update(_judge_time_variation(cfg.dropout, ratio))
     return numbers
+
+
+def require_first_layer_state(run: Run, observed: dict) -> None:
+    """Dropout between layers never reaches the first layer's own recurrence: its final state
+    (h_n, and an LSTM's c_n, of layer 0 in each direction) is the reference's in training too.
+    A module that drops the h it carries to the next step (and returns as h_n) differs there,
+    even where p = 1 hides it from the output above."""
+    cfg = run.cfg
+    expected, tol = run.expected(), run.tolerance()
+    for name in run.spec.output_names(cfg)[1:]:
+        if name not in observed:
+            continue
+        got, want = observed[name][:cfg.num_directions], expected[name][:cfg.num_directions]
+        if not agree({name: got}, {name: want}, tol):
+            raise Finding(f"in training, layer 0's {name} differs from the reference (max abs "
+                          f"{float(np.max(np.abs(got - want))):.1e}), which dropout between "
+                          "layers does not reach", "dropout_in_recurrence")
 
 
 def _same(a: dict, b: dict) -> bool:

@@ -45,6 +45,7 @@ def check_forward(subject, case, dtype: str, again: bool = True) -> dict:
         raise _other_parameters_at_zero(run, wrong) or wrong from None
     if again and run.hx64 is None:
         require_same_again(run)
+        require_none_as_omitted(run)
     require_no_other_parameters(run)
     return numbers
 
@@ -79,6 +80,28 @@ def require_same_again(run: Run) -> None:
                       **again.numbers) from None
     finally:
         run.module.train(was_training)
+
+
+def require_none_as_omitted(run: Run) -> None:
+    """forward(input, None) answers as forward(input) did: torch.nn documents hx=None as the
+    state omitted, and code that carries the state from call to call starts from `hidden =
+    None` (a forward whose default is another sentinel, `hx=False`, crashes on it). A forward
+    that takes no state at all is not asked."""
+    if not run.subject.takes_state:
+        return
+    x = run.tensors()[0]
+    try:
+        result = call("forward", run.module, x, None)
+    except Finding as raised:
+        raise Finding(f"forward(input, None) raised where forward(input) ran: "
+                      f"{raised.message.removeprefix('forward raised ')}",
+                      "h0_none_unhandled", **raised.numbers) from None
+    observed = {name: to_numpy(t) for name, t in run.unpack(run.cfg, x, result).items()}
+    try:
+        compare_forward(run, observed)
+    except Finding as wrong:
+        raise Finding(f"forward(input, None) differs from forward(input), which agreed: "
+                      f"{wrong.message}", "h0_none_unhandled", **wrong.numbers) from None
 
 
 def require_conforming_close(run: Run, misshapen: Finding) -> None:

@@ -24,7 +24,7 @@ import torch
 from rnnbench.findings import DIAGNOSES  # noqa: F401  (re-exported: the suites' vocabulary)
 from rnnbench import reference
 from rnnbench.impls.adapt import unwrapped
-from rnnbench.reference import io_shapes, param_shapes
+from rnnbench.reference import io_shapes, output_names, param_shapes
 from rnnbench.reference.numerics import flatten_outputs, nest_state, state_names
 from rnnbench.suites import mistakes
 from rnnbench.suites.compare import agree, excess, identical, precision_reached
@@ -51,6 +51,8 @@ def diagnose(run, observed: dict | None, message: str = "") -> str | None:
         return None
     if _non_finite(observed, expected):
         return "non_finite"
+    if _state_swapped(run.cfg, observed, expected, tol):
+        return "lstm_state_swapped"
     # A known mistake first: a wrong function whose error a coarser dtype's looser tolerance
     # happens to cover is that mistake, not imprecision.
     found = mistakes.matches(run.cfg, run.params, run.x64, run.hx64, observed, expected, tol)
@@ -59,6 +61,14 @@ def diagnose(run, observed: dict | None, message: str = "") -> str | None:
     return ((next(iter(found)) if len(found) == 1 else None)
             or ("lower_precision" if precision_reached(run, observed, expected) else None)
             or final_state_mismatch(run.cfg, observed, tol))
+
+
+def _state_swapped(cfg, observed: dict, expected: dict, tol) -> bool:
+    """An LSTM's h and c (h_n and c_n) each equal the other's reference."""
+    if cfg.family != "lstm":
+        return False
+    h, c = output_names(cfg)[-2:]
+    return agree({**observed, h: observed[c], c: observed[h]}, expected, tol)
 
 
 def _told_apart(run, tied: set[str], tol) -> set[str]:
@@ -153,9 +163,17 @@ def _batch_of_one_broken(run, observed, expected, tol) -> str | None:
     """A batch of one fails (raises, or answers wrong) where a batch of two, the same input
     and another beside it, gets the reference's outputs: a squeeze that drops the batch axis,
     say. (Another input, not the same one twice: rows that are equal hide a mistake that mixes
-    the batch's rows.)"""
+    the batch's rows.) A batch of one that raised only where the check asked more of the call
+    than the probe does (an initial state that requires a gradient, which an in-place write to
+    it refuses at any batch size) is not named so."""
     if run.case.batch != 1:
         return None
+    if observed is None:
+        try:
+            run.run()
+            return None  # the plain call runs: the batch size is not what raised
+        except Finding:
+            pass
     cfg = run.cfg
     x_axis = 0 if cfg.is_cell or cfg.batch_first else 1
     state_axis = 0 if cfg.is_cell else 1

@@ -126,6 +126,9 @@ CASES: tuple[Case, ...] = (
     *_rows(SEQ, "single-step", 5, 1, input_size=3, hidden_size=7),
     # A batch of one: what .squeeze() breaks, and single-sample inference runs.
     *_rows(SEQ, "batch-of-one", 1, 4, input_size=3, hidden_size=5, quick=True),
+    # A squeeze of the reverse direction's or an upper layer's state breaks there alone.
+    *_rows(SEQ, "two-layer-bidirectional-batch-of-one", 1, 6, only=("forward",), input_size=3,
+           hidden_size=5, num_layers=2, bidirectional=True, quick=True),
     *_rows(("rnn",), "relu", 4, 6, input_size=3, hidden_size=5, num_layers=2, nonlinearity="relu"),
     *_rows(("rnn",), "relu-single-layer", 4, 6, input_size=3, hidden_size=5, nonlinearity="relu"),
     *_rows(SEQ, "saturated", 4, 6, only=("forward",), adjust=_saturating,
@@ -516,9 +519,13 @@ def batch_and_steps(cfg: Config, x) -> tuple[int | None, int]:
 
 def shape_diagnosis(cfg: Config, batch, steps, name: str, got: tuple) -> str | None:
     """Name the mistakes a wrong output shape gives away."""
-    want = io_shapes(cfg, batch, steps)[name]
+    shapes = io_shapes(cfg, batch, steps)
+    want = shapes[name]
     if cfg.is_cell and batch is not None and got == (1, *want):
         return "cell_state_layer_axis"
+    swapped = {"h_n": "c_n", "c_n": "h_n", "h": "c", "c": "h"}.get(name)
+    if cfg.family == "lstm" and swapped and got == shapes[swapped] != want:
+        return "lstm_state_swapped"  # h and c differ in shape where h is projected
     if batch == 1 and name not in ("h_n", "c_n") and got == io_shapes(cfg, None, steps)[name]:
         return "batch_of_one_broken"  # the batch axis squeezed away
     if name in ("h_n", "c_n") and len(got) == len(want) - 1:

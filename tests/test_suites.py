@@ -1104,3 +1104,68 @@ def test_a_module_that_keeps_its_state_in_training_mode_alone_is_caught():
     results = failed(run(StatefulInTrainingGRU, "gru", "forward"))
     assert results and {r.diagnosis for r in results} == {"state_kept_between_calls"}
     assert "in training mode" in results[0].message
+
+
+class InPlaceStateRNN(nn.RNN):
+    """torch.nn's one-layer RNN written as a loop that stores each step's h into hx in place: an
+    h0 that requires a gradient refuses that at any batch size."""
+
+    def forward(self, input, hx=None):
+        hx = input.new_zeros(1, input.shape[1], self.hidden_size) if hx is None else hx
+        outputs = []
+        for x in input:
+            hx[0] = torch.tanh(F.linear(x, self.weight_ih_l0, self.bias_ih_l0)
+                               + F.linear(hx[0], self.weight_hh_l0, self.bias_hh_l0))
+            outputs.append(hx[0].clone())
+        return torch.stack(outputs), hx
+
+
+def test_a_crash_at_every_batch_size_is_not_named_a_batch_of_one_broken():
+    results = run(InPlaceStateRNN, "rnn", "gradients")
+    single = {r.case: r for r in results}
+    assert single["batch-of-one"].outcome == single["single-layer"].outcome == "failed"
+    assert "batch_of_one_broken" not in diagnoses(results)
+
+
+class CellFirstLSTMCell(nn.LSTMCell):
+    def forward(self, input, hx=None):
+        h, c = super().forward(input, hx)
+        return c, h
+
+
+class CellFirstLSTM(nn.LSTM):
+    def forward(self, input, hx=None):
+        output, (h_n, c_n) = super().forward(input, hx)
+        return output, (c_n, h_n)
+
+
+def test_an_lstm_state_returned_as_c_then_h_is_named():
+    for module, kind in ((CellFirstLSTMCell, "lstm_cell"), (CellFirstLSTM, "lstm")):
+        assert diagnoses(run(module, kind, "forward")) == {"lstm_state_swapped"}, kind
+
+
+class FalseSentinelRNN(nn.RNN):
+    """torch.nn's RNN whose forward marks the omitted state with False, so hx=None crashes."""
+
+    def forward(self, input, hx=False):
+        return super().forward(input) if hx is False else super().forward(input, hx.clone())
+
+
+class LearntStartOnNoneGRU(nn.GRU):
+    """torch.nn's GRU that starts from a state of its own when given None (a learnt h0 would)."""
+
+    def forward(self, input, hx=False):
+        if hx is None:
+            hx = torch.ones(self.num_layers, *input.shape[1:-1], self.hidden_size,
+                            dtype=input.dtype)
+        return super().forward(input) if hx is False else super().forward(input, hx)
+
+
+def test_an_explicit_none_state_is_the_state_omitted():
+    for module, kind in ((FalseSentinelRNN, "rnn"), (LearntStartOnNoneGRU, "gru")):
+        results = failed(run(module, kind, "forward"))
+        omitted = [item.case.name for item in plan(Implementation("wrong", {kind: module}))
+                   if item.check.name == "forward" and not item.case.h0]
+        assert sorted(r.case for r in results) == sorted(omitted), kind
+        assert {r.diagnosis for r in results} == {"h0_none_unhandled"}, kind
+        assert all("forward(input, None)" in r.message for r in results), kind

@@ -47,14 +47,19 @@ def refused_configuration(subject: Subject, cfg) -> Exception | bool | None:
     return _BUILT[key]
 
 
+# The exceptions code raises to refuse an argument's value where the line raising it names the
+# argument (`assert not batch_first`, `raise ValueError("only supports num_layers=1")`).
+_REFUSING = (AssertionError, ValueError, RuntimeError)
+
+
 def refusal(error: BaseException | None, kind: str, cfg) -> bool:
     """Whether a constructor's exception says it does not support `cfg`: NotImplementedError,
-    Python's way of saying so, or a failed assert whose line names an argument `cfg` sets
-    otherwise than torch.nn's default (`assert not batch_first`, research code's way), not an
-    invariant a bug broke."""
+    Python's way of saying so, or a failed assert, ValueError or RuntimeError raised by a line
+    of the constructor's own that names an argument `cfg` sets otherwise than torch.nn's default
+    (research and deployment code's ways), not an invariant a bug broke deeper down."""
     if isinstance(error, NotImplementedError):
         return True
-    if not isinstance(error, AssertionError) or kind not in SIGNATURES:
+    if not isinstance(error, _REFUSING) or kind not in SIGNATURES:
         return False
     frame = error.__traceback__
     while frame is not None and frame.tb_next is not None:

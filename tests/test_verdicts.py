@@ -198,15 +198,23 @@ def test_a_constructor_refusing_a_feature_lacks_it_where_it_refuses_and_is_judge
             assert all(size == (input_size if n == 0 else hidden_size) for n, size in enumerate(sizes))
             super().__init__(input_size, hidden_size, num_layers, **kwargs)
 
+    class OneLayerOnly(nn.RNN):  # deployment code's: a ValueError raised on a line naming it
+        def __init__(self, input_size, hidden_size, num_layers=1, **kwargs):
+            super().__init__(input_size, hidden_size, num_layers, **kwargs)
+            if self.num_layers != 1:
+                raise ValueError("OneLayerOnly only supports num_layers=1")
+
     asserted = judged(OneLayer)
     assert asserted.outcome == "not_supported" and "raised AssertionError" in asserted.message
+    said = judged(OneLayerOnly)
+    assert said.outcome == "not_supported" and "raised ValueError" in said.message
     assert judged(BrokenInvariant).outcome == "passed"  # square: the invariant holds, and it runs
     [crash] = run_checks(Implementation("b", {"rnn": BrokenInvariant}),
                          checks="forward/two-layer-bidirectional")
     assert crash.outcome == "failed" and "AssertionError" in crash.message
     # refused at the probe's sizes, built at the case's: judged, and its residual found
     assert judged(stacked(NotImplementedError)).outcome == "failed"
-    # any other exception is a crash, not a refusal
+    # any other exception, or one raised on a line that names no argument, is a crash
     crash = judged(stacked(ValueError, square_too=True))
     assert crash.outcome == "failed" and "ValueError" in crash.message
 

@@ -124,6 +124,8 @@ DIAGNOSES: dict[str, str] = {
     "output_not_stacked": "the output sequence is returned as a list of steps, not one tensor",
     "state_not_nested": "an LSTM's final state returned flat, (output, h_n, c_n), not nested "
                         "as (output, (h_n, c_n))",
+    "extra_values_returned": "forward returns more than torch.nn's (output, state): Nones "
+                             "after them, (output, state, None)",
     "state_not_stacked": "the final state is returned as a list per layer and direction, not "
                          "one tensor",
     "always_batch_first": "input read batch-first although batch_first=False (torch.nn's default)",

@@ -18,8 +18,8 @@ from rnnbench.suites.features import unsupported
 from rnnbench.suites.layers import blocks
 from rnnbench.suites.parammap import Piece
 from rnnbench.suites.results import Finding
-from rnnbench.suites.run import (Run, describe_structure, listed_final_state, state_flat,
-                                 steps_listed)
+from rnnbench.suites.run import (Run, describe_structure, extra_values, listed_final_state,
+                                 state_flat, steps_listed)
 from rnnbench.suites.subject import TORCH_DTYPES, call, spec_parameters, spec_state
 from rnnbench.wording import listed
 
@@ -104,6 +104,10 @@ def check_output_structure(subject, case) -> dict:
                       f"of steps where {subject.suite.contract} returns one tensor: code written "
                       "for it gets the list", "output_not_stacked")
     lstm = run.cfg.family == "lstm"
+    if not run.cfg.is_cell and extra_values(result):
+        raise Finding(f"forward returns {describe_structure(result)}, None after the output and "
+                      f"the state, where {subject.suite.contract} returns those two alone: code "
+                      "written for it unpacks two", "extra_values_returned")
     if not run.cfg.is_cell and lstm and state_flat(result):
         raise Finding(f"forward returns (output, h_n, c_n), three values, where "
                       f"{subject.suite.contract} returns (output, (h_n, c_n)): code written for "

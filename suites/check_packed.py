@@ -26,7 +26,8 @@ from rnnbench.suites.check_numerics import backward
 from rnnbench.suites.compare import require_gradients_close, require_outputs_close
 from rnnbench.suites.diagnoses import diagnose_packed
 from rnnbench.suites.results import Finding
-from rnnbench.suites.run import Run, describe_structure, listed_state, state_flat
+from rnnbench.suites.run import (Run, describe_structure, extra_values, listed_state,
+                                 state_flat)
 from rnnbench.suites.subject import nest_state
 from rnnbench.suites.subject import call, spec_parameters, to_numpy
 
@@ -126,7 +127,9 @@ def unpack_packed(cfg, packed: PackedSequence, result) -> dict[str, torch.Tensor
     """forward's return value for a packed input as tensors keyed by output name (the output
     padded, time-major); Finding when its structure differs from torch.nn's."""
     lstm = cfg.family == "lstm"
-    if lstm and state_flat(result):  # the output-structure check says so
+    if extra_values(result):  # the output-structure check says so, as of the next reading
+        result = tuple(result[:2])
+    if lstm and state_flat(result):
         result = (result[0], tuple(result[1:]))
     if not (isinstance(result, (tuple, list)) and len(result) == 2):
         raise Finding(f"forward returned {describe_structure(result)} for a PackedSequence "

@@ -270,6 +270,14 @@ def steps_listed(result) -> bool:
             and all(isinstance(step, torch.Tensor) for step in result[0]))
 
 
+def extra_values(result) -> bool:
+    """Whether a layer's return value has Nones after torch.nn's two values, (output, state,
+    None), as a module that can also return attention weights or a loss returns it without
+    them."""
+    return (isinstance(result, (tuple, list)) and len(result) > 2
+            and all(item is None for item in result[2:]))
+
+
 def state_flat(result) -> bool:
     """Whether an LSTM layer's return value is (output, h_n, c_n), the output (a tensor, or a
     PackedSequence) beside two state tensors, where torch.nn's nests the state: (output, (h_n,

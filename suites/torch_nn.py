@@ -52,8 +52,8 @@ from rnnbench.suites.divergence import locate
 from rnnbench.suites.kinds import SuiteKind, register_kind
 from rnnbench.suites.layers import blocks, is_batched, time_major
 from rnnbench.suites.results import Finding
-from rnnbench.suites.run import (Run, describe_structure, listed_final_state, state_flat,
-                                 steps_listed)
+from rnnbench.suites.run import (Run, describe_structure, extra_values, listed_final_state,
+                                 state_flat, steps_listed)
 from rnnbench.suites.statistics import fits, sample_fit
 from rnnbench.suites.subject import call, own_dtype, state_shapes, to_numpy
 
@@ -439,9 +439,12 @@ def flatten_result(cfg: Config, result) -> dict[str, torch.Tensor]:
     (`probe_final_state`), and the rest is judged as usual. An output sequence returned as a
     list of steps is stacked, so is a final state listed per layer and direction, and a cell's
     state is read out of a tuple (`_cell_state`), and an LSTM's (output, h_n, c_n) is read as
-    (output, (h_n, c_n)): the `output-structure` check holds those against the drop-in level."""
+    (output, (h_n, c_n)), and Nones after torch.nn's two values are dropped: the
+    `output-structure` check holds those against the drop-in level."""
     if isinstance(result, torch.Tensor) and len(output_names(cfg)) > 1:
         return {output_names(cfg)[0]: result}
+    if not cfg.is_cell and extra_values(result):
+        result = tuple(result[:2])
 
     lstm = cfg.family == "lstm"
     if not cfg.is_cell and steps_listed(result):

@@ -290,6 +290,7 @@ REAL_CODE = [
               **dict.fromkeys(("unbatched", "packed", "final_state"), "observed")}),
     RealCode(f"{REAL}:LengthsBeforeStateGRU", "gru", "state_not_second", YES, NO, {}),
     RealCode(f"{REAL}:FlatStateLSTM", "lstm", "state_not_nested", YES, NO, {}),
+    RealCode(f"{REAL}:ExtraNoneLSTM", "lstm", "extra_values_returned", YES, NO, {}),
     RealCode(f"{REAL}:ListStateGRUCell", "gru_cell", "state_in_list", NO, NO,
              dict.fromkeys(("no_bias", "factory_kwargs", "optional_state"), "signature")),
     RealCode(f"{REAL}:ConcatStateLSTMCell", "lstm_cell", "state_concatenated", NO, NO,

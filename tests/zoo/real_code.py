@@ -115,6 +115,8 @@ catalogue.py (REAL_CODE).
   [h] in and out (as code ported from Keras and its world-model agents writes it).
 - `ConcatStateLSTMCell`: torch.nn's LSTM cell whose state is one tensor, c and h concatenated
   along the features (as code ported from TensorFlow's state_is_tuple=False keeps it).
+- `ExtraNoneLSTM`: torch.nn's LSTM returning (output, (h_n, c_n), None), as speech encoders
+  that can also return a per-step value return it without one: read as torch.nn's two, judged.
 - `FlatStateLSTM`: torch.nn's LSTM returning (output, h_n, c_n), three values, as models written
   for export return it: read as (output, (h_n, c_n)), and judged.
 """
@@ -767,3 +769,9 @@ class ConcatStateLSTMCell(nn.Module):
         c, h = state.chunk(2, dim=-1)
         h, c = self.cell(inputs, (h, c))
         return h, torch.cat([c, h], dim=-1)
+
+
+class ExtraNoneLSTM(nn.LSTM):
+    def forward(self, input, hx=None):
+        output, state = super().forward(input, hx)
+        return output, state, None

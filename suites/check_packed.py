@@ -26,7 +26,7 @@ from rnnbench.suites.check_numerics import backward
 from rnnbench.suites.compare import require_gradients_close, require_outputs_close
 from rnnbench.suites.diagnoses import diagnose_packed
 from rnnbench.suites.results import Finding
-from rnnbench.suites.run import (Run, describe_structure, extra_values, listed_state,
+from rnnbench.suites.run import (Run, coarser, describe_structure, extra_values, listed_state,
                                  state_flat)
 from rnnbench.suites.subject import nest_state
 from rnnbench.suites.subject import call, spec_parameters, to_numpy
@@ -153,7 +153,8 @@ def unpack_packed(cfg, packed: PackedSequence, result) -> dict[str, torch.Tensor
         raise Finding(f"the output's data has shape {tuple(output.data.shape)}, expected "
                       f"{(rows, width)} (one row per step of every sequence)")
     if output.data.dtype != packed.data.dtype:
-        raise Finding(f"the output has dtype {output.data.dtype}, expected {packed.data.dtype}")
+        raise Finding(f"the output has dtype {output.data.dtype}, expected {packed.data.dtype}",
+                      "lower_precision" if coarser(output.data.dtype, packed.data.dtype) else None)
     padded, lengths = pad_packed_sequence(output)
     last = padded[lengths - 1, torch.arange(len(lengths))]  # each sequence's own last step
     listed = listed_state(cfg, state, batched=True, ends=(padded[0], last))
@@ -166,6 +167,10 @@ def unpack_packed(cfg, packed: PackedSequence, result) -> dict[str, torch.Tensor
     for name, value in zip(names, states):
         if tuple(value.shape) != shapes[name]:
             raise Finding(f"{name} has shape {tuple(value.shape)}, expected {shapes[name]}")
+        if value.dtype != packed.data.dtype:
+            raise Finding(f"{name} has dtype {value.dtype}, expected {packed.data.dtype} (the "
+                          "input's)", "lower_precision" if coarser(value.dtype, packed.data.dtype)
+                          else None)
     padded, _ = pad_packed_sequence(output, total_length=steps)
     return {"output": padded, **dict(zip(names, states))}
 

@@ -228,7 +228,7 @@ class Run:
                            diagnosis)
         if value.dtype != x.dtype:
             return Finding(f"{name} has dtype {value.dtype}, expected {x.dtype} (the input's)",
-                           "lower_precision" if _coarser(value.dtype, x.dtype) else None)
+                           "lower_precision" if coarser(value.dtype, x.dtype) else None)
         if value.device != x.device:
             return Finding(f"{name} is on {value.device}, expected {x.device} (the input's)")
         return None
@@ -244,7 +244,7 @@ def _scaled(tolerance, scale: float):
                                rtol=tolerance.rtol * scale)
 
 
-def _coarser(dtype: torch.dtype, than: torch.dtype) -> bool:
+def coarser(dtype: torch.dtype, than: torch.dtype) -> bool:
     """Whether floating `dtype` holds fewer digits than floating `than`."""
     return (dtype.is_floating_point and than.is_floating_point
             and torch.finfo(dtype).eps > torch.finfo(than).eps)

@@ -101,6 +101,22 @@ class DetachesH0(nn.RNN):
         return super().forward(input, hx)
 
 
+class DefaultDtypeFinalState(nn.GRU):
+    """On packed input h_n comes back in torch's default dtype, whatever the input's."""
+
+    def forward(self, input, hx=None):
+        output, h_n = super().forward(input, hx)
+        return output, (h_n.float() if isinstance(input, PackedSequence) else h_n)
+
+
+def test_a_packed_final_state_in_a_coarser_dtype_is_named_lower_precision():
+    results = run_checks(Implementation("coarse", {"gru": DefaultDtypeFinalState}),
+                         checks="packed-forward/*", quick=True)
+    failed = [r for r in results if r.outcome == "failed"]
+    assert failed and {r.diagnosis for r in failed} == {"lower_precision"}, _listing(results)
+    assert all("h_n has dtype torch.float32, expected torch.float64" in r.message for r in failed)
+
+
 @pytest.mark.parametrize("module, kind, check, words", [
     (ReturnsPadded, "gru", "packed-forward/", "expected a PackedSequence"),
     (DropsSortIndices, "lstm", "packed-forward/", "sorted_indices"),

@@ -37,6 +37,8 @@ DIAGNOSES: dict[str, str] = {
     "state_concatenated": "an LSTM's state is taken as one tensor, h and c concatenated along "
                           "the features (TensorFlow's state_is_tuple=False), where torch.nn "
                           "takes the tuple (h, c)",
+    "state_not_carried": "the state not carried from step to step: every step starts from "
+                         "the initial state (the new state computed, never assigned back)",
     "h_n_layout": "h_n layers/directions in the wrong order",
     "weight_transposed": "W used transposed (W^T instead of W)",
     "missing_nonlinearity": "nonlinearity missing (no tanh)",

@@ -13,8 +13,9 @@ near). Most mistakes are expressed by changing what is fed to `rnnbench.referenc
 - the inputs: the time axis flipped, the initial state dropped (or its c0 alone).
 
 Mistakes in how layers and directions are wired (reverse direction not reversed, its h_n taken at
-the wrong end, h_n in direction-major order, upper layers fed the raw input) run the reference
-one layer and direction at a time (`composed`). The mistakes no parameter change can express, a
+the wrong end, h_n in direction-major order, upper layers fed the raw input, the state never
+carried from one step to the next) run the reference one layer and direction at a time
+(`composed`). The mistakes no parameter change can express, a
 missing nonlinearity, the Cho-2014 GRU and the GRU's b_hn added outside the reset product (as
 when its two biases are summed into one), are small NumPy steps below. Nothing here imports or
 calls the implementation under test.
@@ -237,6 +238,20 @@ def _h_n_layout(cfg, params, x, hx) -> Iterator[Pieces]:
         yield composed(cfg, params, x, hx, h_n_order="direction_major")
 
 
+def _state_not_carried(cfg, params, x, hx) -> Iterator[Pieces]:
+    """Every step starts from the initial state, not the step before's: the new state computed
+    and never assigned back. Its final state as the last step's, or left unsaid (a module that
+    returns the initial one, or its own)."""
+    if cfg.is_cell:
+        return
+    def direction(one, p, xs, start):
+        steps = [reference_direction(one, p, x_t[None], start) for x_t in xs]
+        return np.concatenate([ys for ys, _ in steps]), steps[-1][1]
+    pieces = composed(cfg, params, x, hx, direction=direction)
+    yield pieces
+    yield {**pieces, **dict.fromkeys(output_names(cfg)[1:])}
+
+
 def _layer_input_wrong(cfg, params, x, hx) -> Iterator[Pieces]:
     if not cfg.is_cell and cfg.num_layers > 1 and cfg.layer_input_size(1) == cfg.input_size:
         yield composed(cfg, params, x, hx, layer_input="raw")
@@ -367,6 +382,7 @@ CANDIDATES: tuple[tuple[str, Callable[..., Iterator[Pieces]]], ...] = (
     ("reverse_h_n_wrong_end", _reverse_h_n_wrong_end),
     ("h_n_layout", _h_n_layout),
     ("layer_input_wrong", _layer_input_wrong),
+    ("state_not_carried", _state_not_carried),
     ("lstm_gate_order", _gate_orders("lstm")),
     ("lstm_forget_bias", _forget_bias(TORCH_ORDER)),
     ("lstm_tensorflow_gates", _forget_bias(TENSORFLOW_ORDER)),

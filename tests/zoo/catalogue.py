@@ -91,6 +91,8 @@ PLANTED = [
     Planted(f"{ZOO}/order_bugs.py:ReverseOutputsNotRealigned", "rnn", "reverse_output_not_realigned", "reverse outputs left in processing order (h_n right)"),
     Planted(f"{ZOO}/order_bugs.py:BatchFirstIgnored", "lstm", "batch_first_ignored", "batch_first accepted, input read as time-major"),
     Planted(f"{ZOO}/order_bugs.py:UpperLayersReadInput", "rnn", "layer_input_wrong", "every layer reads the raw input (crashes unless I == D * H)"),
+    Planted(f"{ZOO}/order_bugs.py:StateNotCarried", "lstm", "state_not_carried",
+            "each step's new state computed, never assigned back"),
     # variable-length (PackedSequence) input
     Planted(f"{ZOO}/packed_bugs.py:PackedPaddingRead", "gru", "packed_padding_read", "pad_packed_sequence, run over the padded tensor, pack back"),
     Planted(f"{ZOO}/packed_bugs.py:PackedHnPaddedEnd", "rnn", "packed_h_n_padded_end", "top layer's h_n = padded output[-1] (zeros for short sequences)"),

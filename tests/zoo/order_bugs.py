@@ -1,4 +1,6 @@
 """Planted bugs in time order, directions, batch_first and the layer stack: one hook each."""
+import torch
+
 from _base import GRU, LSTM, RNN
 
 
@@ -34,3 +36,13 @@ class BatchFirstIgnored(LSTM):
 class UpperLayersReadInput(RNN):
     def layer_input(self, layer, raw, below):
         return raw  # runs only when input_size == directions * hidden_size
+
+
+class StateNotCarried(LSTM):
+    def run_direction(self, x, state, layer, direction):
+        weights, steps = self.weights(layer, direction), x.unbind(0)
+        outputs = [None] * len(steps)
+        for t in self.time_order(len(steps), reverse=direction == 1):
+            new = self.step(steps[t], state, weights)  # never assigned back to `state`
+            outputs[t] = new[0]
+        return torch.stack(outputs), new

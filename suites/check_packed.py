@@ -166,7 +166,8 @@ def unpack_packed(cfg, packed: PackedSequence, result) -> dict[str, torch.Tensor
                       f"{' and '.join(names)} as tensors")
     for name, value in zip(names, states):
         if tuple(value.shape) != shapes[name]:
-            raise Finding(f"{name} has shape {tuple(value.shape)}, expected {shapes[name]}")
+            raise Finding(f"{name} has shape {tuple(value.shape)}, expected {shapes[name]}",
+                          "h_n_no_layer_dim" if value.dim() == len(shapes[name]) - 1 else None)
         if value.dtype != packed.data.dtype:
             raise Finding(f"{name} has dtype {value.dtype}, expected {packed.data.dtype} (the "
                           "input's)", "lower_precision" if coarser(value.dtype, packed.data.dtype)

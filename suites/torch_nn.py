@@ -531,12 +531,15 @@ def shape_diagnosis(cfg: Config, batch, steps, name: str, got: tuple) -> str | N
         return "lstm_state_swapped"  # h and c differ in shape where h is projected
     if batch == 1 and name not in ("h_n", "c_n") and got == io_shapes(cfg, None, steps)[name]:
         return "batch_of_one_broken"  # the batch axis squeezed away
+    if not cfg.is_cell and batch is not None and batch != steps:
+        # A module that reads its input the other way round (ignoring batch_first, or always
+        # batch-first) takes the steps for the batch: its h_n, with its layer axis or without,
+        # has as many rows as there are steps. That reading is the cause, whatever it returns.
+        read = io_shapes(cfg.replace(batch_first=not cfg.batch_first), steps, batch)[name]
+        if got == read or (name in ("h_n", "c_n") and read[0] == 1 and got == read[1:]):
+            return "batch_first_ignored" if cfg.batch_first else "always_batch_first"
     if name in ("h_n", "c_n") and len(got) == len(want) - 1:
         return "h_n_no_layer_dim"
-    if cfg.batch_first and batch is not None and batch != steps:
-        # A module that ignores batch_first reads (N, L, I) as N steps of a batch of L.
-        if got == io_shapes(cfg.replace(batch_first=False), steps, batch)[name]:
-            return "batch_first_ignored"
     return None
 
 

@@ -994,6 +994,26 @@ def test_a_misshapen_result_is_not_read_as_a_state_taken_in_another_layout():
     assert shapes and "h0_no_layer_dim" not in {r.diagnosis for r in shapes}
 
 
+class BatchFirstLastStateLSTM(nn.LSTM):
+    """torch.nn's LSTM that always reads batch-first and returns each state without its layer
+    axis, as a sequence model's encoder returns it."""
+
+    def __init__(self, input_size, hidden_size):
+        super().__init__(input_size, hidden_size, batch_first=True)
+
+    def forward(self, input):
+        output, (h_n, c_n) = super().forward(input)
+        return output, (h_n[0], c_n[0])
+
+
+def test_a_state_shaped_by_batch_first_reading_is_named_by_that_reading_first():
+    # (steps, hidden) where (1, batch, hidden) is due: the steps were read as the batch; the
+    # missing layer axis is the smaller matter.
+    shapes = failed(run(BatchFirstLastStateLSTM, "lstm", "shapes"))
+    assert shapes and {r.diagnosis for r in shapes if not r.case.startswith("unbatched")} == {
+        "always_batch_first"}, [(r.case, r.message) for r in shapes]
+
+
 class StackStepPairGRUCell(nn.Module):
     """A decoder step over a one-step nn.GRU: the state (1, batch, hidden) in, and out beside h."""
 

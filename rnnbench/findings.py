@@ -173,8 +173,11 @@ _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 # Words that differ between the same failure in several dtypes, or of several copy routes: a
 # message is grouped with them taken out.
+# A dtype as messages name it: float32, torch.float64, c10::BFloat16, DoubleTensor, and the
+# legacy type names with a device before them (CPUBFloat16Type, CUDAFloatType).
 _DTYPE_WORDS = re.compile(r"\b(torch\.|c10::)?(float(16|32|64)|bfloat16|half|double|float|"
-                          r"(BFloat16|Half|Float|Double)(Tensor)?)\b", re.IGNORECASE)
+                          r"(CPU|CUDA)?(BFloat16|Half|Float|Double)(Tensor|Type)?)\b",
+                          re.IGNORECASE)
 _COPY_ROUTE = re.compile(r"^(deepcopy|pickle) raised")
 # What the dropout check says before a finding of the module in eval mode: the cause is the
 # finding's own, the one the other checks group under.

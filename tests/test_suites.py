@@ -827,7 +827,8 @@ def test_one_failure_in_several_dtypes_is_one_finding_whatever_torch_calls_the_d
     results = [CheckResult(f"forward{suffix}/h0-omitted", "forward", "gru", "h0-omitted", "failed",
                            f"forward raised RuntimeError: expected scalar type {name}")
                for suffix, name in (("", "Double"), ("-bfloat16", "c10::BFloat16"),
-                                    ("-float16", "c10::Half"))]
+                                    ("-float16", "c10::Half"), ("-float32", "CPUFloatType"),
+                                    ("-bfloat16", "CPUBFloat16Type"))]
     assert len(group_failures(results)) == 1
 
 
@@ -992,6 +993,21 @@ def test_a_misshapen_result_is_not_read_as_a_state_taken_in_another_layout():
     assert unbatched and {r.diagnosis for r in unbatched} == {None}, [r.message for r in unbatched]
     shapes = failed(run(BatchMajorFinalStateRNN, "rnn", "shapes"))
     assert shapes and "h0_no_layer_dim" not in {r.diagnosis for r in shapes}
+
+
+class NoSuperInitRNN(nn.Module):
+    """A tutorial's RNN whose __init__ forgets super().__init__()."""
+
+    def __init__(self, input_size, hidden_size):
+        self.hidden_size = hidden_size  # nn.Module's __setattr__ runs, its state never made
+
+    def forward(self, input, hx=None):
+        return input, hx
+
+
+def test_a_module_whose_nn_module_init_never_ran_is_told_so():
+    [result] = failed(run(NoSuperInitRNN, "rnn", "shapes"))[:1]
+    assert "nn.Module.__init__ never ran (no super().__init__() call)" in result.message
 
 
 class BatchFirstLastStateLSTM(nn.LSTM):

@@ -92,9 +92,9 @@ DIAGNOSES: dict[str, str] = {
     "batch_of_one_broken": "a batch of one is mishandled: its batch axis dropped (a squeeze, "
                            "say), or it fails where a batch of two is right",
     "param_names": "parameter names differ from the spec's (torch.nn's for its kinds)",
-    "unregistered_parameters": "modules or parameters held in a plain list or dict, which "
-                               "nn.Module does not register: no state_dict, parameters() or "
-                               ".to() sees them",
+    "unregistered_parameters": "modules or parameters nn.Module does not register (held in a "
+                               "plain list or dict, or as plain tensors): no state_dict, "
+                               "parameters() or .to() sees them",
     "param_shapes": "parameter shapes differ from torch.nn's",
     "output_h_n_mismatch": "h_n does not match the last output step",
     "layer_input_wrong": "upper layers fed the wrong input (e.g. the raw input, or one direction only)",

@@ -124,6 +124,15 @@ def _raise_if_unregistered(module: torch.nn.Module, problem: str) -> None:
     """Finding(unregistered_parameters) where the module holds modules or parameters where
     nn.Module does not see them (`unregistered`): what makes its parameters unmatched."""
     held = unregistered(module)
+    if not held and not module.state_dict():
+        tensors = [f"{prefix}.{name}" if prefix else name
+                   for prefix, submodule in module.named_modules()
+                   for name, value in vars(submodule).items()
+                   if isinstance(value, torch.Tensor) and value.is_floating_point()]
+        plain = (f" ({listed(tensors)}: plain tensors, which nn.Module neither trains nor "
+                 "saves; nn.Parameter registers them)") if tensors else ""
+        raise Finding(f"{problem}: the module registers no parameters{plain}",
+                      "unregistered_parameters", parameters_matched=False)
     if held:
         raise Finding(f"{problem}: {listed(held)} hold{'s' if len(held) == 1 else ''} modules or "
                       "parameters in a plain list or dict, which nn.Module does not register "

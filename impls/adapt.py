@@ -7,6 +7,9 @@ even an nn.Module (an interview exercise's plain class holding tensors). `adapt(
 reads the constructor's signature once and returns either the constructor itself, when it takes
 torch.nn's arguments, or an `Adapted` constructor that takes torch.nn's full argument list:
 
+- the sizes go to the parameters whose names say them, whatever their order (`size_parameters`:
+  `LSTM(lstm_hidden_dim, embedding_size)` gets the hidden size first), else by position, input
+  first (`RNN(d1, d2)`);
 - an argument the constructor does not take (bias, num_layers, nonlinearity, batch_first,
   dropout, bidirectional, proj_size) means the feature it controls is not supported: it is
   listed in `Adapted.unsupported` (feature -> reason) and never passed; asking for a value other
@@ -53,6 +56,20 @@ SIZES = ("input_size", "hidden_size")
 _PROBE_SIZES = {"input_size": 3, "hidden_size": 5}
 _UNEXPECTED = re.compile(r"unexpected keyword argument '(\w+)'")
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+_NAMED = (*_POSITIONAL, inspect.Parameter.KEYWORD_ONLY)
+
+# A size's name is made of these words, one of them the size's own: input_size, n_in, ninp,
+# in_features, n_inputs, embedding_dim; hidden_size, n_hidden, nhid, lstm_hidden_dim,
+# num_units, n_neurons. A vocabulary's size is no input size, nor is `num_embeddings`
+# (nn.Embedding's name for it): it is what an embedding in front of the recurrence reads, so
+# `(vocab_size, embedding_dim, hidden_dim)` takes the embedding's width as its input size.
+_SIZE_WORDS = {
+    "input_size": re.compile(r"inputs?|in|inp|ninp|ninput|nin|ni|x|nx|"
+                             r"embedding|embed|embd|emb|features?|feat"),
+    "hidden_size": re.compile(r"hiddens?|hid|nhid|nhidden|nh|h|units?|neurons?|states?"),
+}
+_SIZE_QUALIFIER = re.compile(r"size|sz|dim|dims|dimension|n|num|number|d|of|"
+                             r"lstm|gru|rnn|cell|recurrent|layer")
 
 
 class UnsupportedArgument(TypeError):
@@ -104,6 +121,45 @@ def _equal(a, b) -> bool:
         return False
 
 
+def size_named(name: str) -> str | None:
+    """The torch.nn size ("input_size" or "hidden_size") a constructor parameter's name says it
+    is, read word by word (`lstm_hidden_dim`, `nInputs`); None where it says neither, both, or
+    something else besides (`output_size`, `seq_length`, `vocab_size`)."""
+    words = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower().split("_")
+    words = [word for word in words if word]
+    said = {size for size, word in _SIZE_WORDS.items() if any(map(word.fullmatch, words))}
+    if len(said) != 1:
+        return None
+    size = said.pop()
+    known = all(_SIZE_WORDS[size].fullmatch(word) or _SIZE_QUALIFIER.fullmatch(word)
+                for word in words)
+    return size if known else None
+
+
+def size_parameters(kind: str, signature: inspect.Signature | None) -> dict[str, str]:
+    """torch.nn's sizes -> the constructor's parameters that take them by name: one named as
+    torch.nn's, else the one whose name says it (`size_named`) and whose default, if any, is a
+    number (`state=None` is no size). Empty where a size is said by no parameter or by several
+    (`(in_dim, h_dim, state_dim)`: the names cannot tell), or where one cannot be given by
+    keyword; then the sizes go by position."""
+    torch_parameters = torch_signature(kind).parameters
+    named = [p for p in ([] if signature is None else signature.parameters.values())
+             if p.kind in _NAMED and (p.name in SIZES or p.name not in torch_parameters)]
+    chosen = {}
+    for size in SIZES:
+        exact = [p for p in named if p.name == size]
+        candidates = exact or [p for p in named if size_named(p.name) == size
+                               and (p.default is p.empty or _is_count(p.default))]
+        if len(candidates) != 1 or candidates[0].kind == candidates[0].POSITIONAL_ONLY:
+            return {}
+        chosen[size] = candidates[0].name
+    return chosen
+
+
+def _is_count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 @functools.lru_cache(maxsize=None)
 def adapt(kind: str, constructor: Callable) -> Callable:
     """`constructor` itself when it needs no adaptation for `kind`, else an `Adapted` one."""
@@ -140,19 +196,21 @@ class Adapted:
         var_keyword = own is None or any(p.kind == p.VAR_KEYWORD for p in params)
         named = {p.name: p for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
         positional = [p for p in params if p.kind in _POSITIONAL]
-        # Sizes go by keyword where the constructor names them as torch.nn does (or forwards
-        # everything, as `*args, **kwargs` does), else by position: `(input_dim, hidden_dim)`.
-        self.by_name = (all(n in named and named[n].kind != named[n].POSITIONAL_ONLY for n in SIZES)
-                        or len(positional) < 2)
+        # torch.nn's size -> the constructor's parameter that takes it by keyword: the one whose
+        # name says it, or torch.nn's name where the constructor forwards everything (`*args,
+        # **kwargs`); empty where the sizes go by position, the first two, input first.
+        self.size_names = size_parameters(kind, own) or (
+            dict(zip(SIZES, SIZES)) if len(positional) < 2 else {})
+        self.by_name = bool(self.size_names)
+        sizes_taken = (set(self.size_names.values()) if self.by_name
+                       else {p.name for p in positional[:2]})
+        others = [p for p in params if p.kind in _NAMED and p.name not in sizes_taken]
         torch_args = [name for name in self.torch.parameters if name not in SIZES]
         self.taken = {name for name in torch_args if var_keyword or name in named}
-        # Arguments that can only be given by position, in order (sizes first unless by name).
-        leading = 0 if self.by_name else 2
-        self.positional_only = [p.name for p in positional[leading:]
-                                if p.kind == p.POSITIONAL_ONLY]
-        self.required_extra = [p.name for p in positional[leading:] + [
-            p for p in params if p.kind == p.KEYWORD_ONLY]
-            if p.default is p.empty and p.name not in self.torch.parameters]
+        # Arguments that can only be given by position, in order.
+        self.positional_only = [p.name for p in others if p.kind == p.POSITIONAL_ONLY]
+        self.required_extra = [p.name for p in others
+                               if p.default is p.empty and p.name not in self.torch.parameters]
         self.unsupported = {ARGUMENT_FEATURES[name]: f"the constructor takes no `{name}`"
                             for name in torch_args if name not in self.taken}
         if own is not None and var_keyword:
@@ -188,9 +246,15 @@ class Adapted:
         draws next."""
         with warnings.catch_warnings(), torch.random.fork_rng(), _numpy_random_kept():
             warnings.simplefilter("ignore")
-            if self.by_name:
-                return self.constructor(**_PROBE_SIZES, **keywords)
-            return self.constructor(*_PROBE_SIZES.values(), **keywords)
+            sizes, size_keywords = self._size_arguments(_PROBE_SIZES)
+            return self.constructor(*sizes, **size_keywords, **keywords)
+
+    def _size_arguments(self, sizes: dict) -> tuple[list, dict]:
+        """torch.nn's sizes ({name: value}, input first) as the constructor takes them: by its
+        names for them, else by position."""
+        if self.by_name:
+            return [], {self.size_names[name]: value for name, value in sizes.items()}
+        return list(sizes.values()), {}
 
     def _torch_defaults(self) -> dict:
         return {name: self.torch.parameters[name].default for name in self.taken}
@@ -227,9 +291,8 @@ class Adapted:
     def needed(self) -> bool:
         """Whether calling the constructor as torch.nn's would differ from calling it as is."""
         return bool(self.unsupported or self.required_extra or self.forward_requires
-                    or self.positional_only
-                    or not self.by_name or _is_plain_class(self.constructor) or self.split_state
-                    or self.state_after)
+                    or self.positional_only or self.size_names != dict(zip(SIZES, SIZES))
+                    or _is_plain_class(self.constructor) or self.split_state or self.state_after)
 
     def __repr__(self) -> str:
         return f"Adapted({getattr(self.constructor, '__qualname__', self.constructor)!r} as {self.kind})"
@@ -254,13 +317,10 @@ class Adapted:
                     and name not in ("device", "dtype"):
                 raise UnsupportedArgument(f"the constructor takes no `{name}` "
                                           f"(asked for {name}={value!r})")
-        sizes = [given[name] for name in SIZES]
+        sizes, size_keywords = self._size_arguments({name: given[name] for name in SIZES})
         keywords = {name: given[name] for name in self.taken if name not in self.positional_only}
         positional = [given[name] for name in self.positional_only if name in given]
-        if self.by_name:
-            keywords.update(zip(SIZES, sizes))
-            sizes = []
-        made = self.constructor(*sizes, *positional, **keywords)
+        made = self.constructor(*sizes, *positional, **size_keywords, **keywords)
         # An object that holds tensors becomes a module; anything else (a number) is returned
         # as it is, for the checks to say what the constructor returned.
         module = made if isinstance(made, nn.Module) or not hasattr(made, "__dict__") \

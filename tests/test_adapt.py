@@ -3,6 +3,7 @@ signature, the features a missing argument costs, plain objects as modules, requ
 parameters found under other names and layouts."""
 from __future__ import annotations
 
+import inspect
 import math
 from pathlib import Path
 
@@ -14,7 +15,8 @@ from torch.nn import functional as F
 from rnnbench.impls import Implementation
 from rnnbench.impls import load as load_target
 from rnnbench.impls.adapt import (Adapted, CannotConstruct, ObjectModule, UnsupportedArgument,
-                                  adapt, changed_defaults, split_state, zero_state)
+                                  adapt, changed_defaults, size_parameters, split_state,
+                                  zero_state)
 from rnnbench.reference import Config
 from rnnbench.suites import param_roles, parammap
 from rnnbench.suites.torch_nn import probe_config
@@ -175,6 +177,113 @@ def test_positional_only_and_renamed_constructors_work():
     assert gru.num_layers == 2
     cell = adapt("rnn_cell", OwnNamesCell)(input_size=3, hidden_size=5)
     assert cell.weight_ih.shape == (5, 3)
+
+
+def _signature_of(names: str) -> inspect.Signature:
+    """A constructor's signature from its parameter list, written as in its source."""
+    namespace = {}
+    exec(f"def constructor({names}): pass", namespace)
+    return inspect.signature(namespace["constructor"])
+
+
+I, H = "input_size", "hidden_size"
+# (the constructor's parameters, what takes each size by name: {} where they go by position)
+SIZE_READINGS = [
+    ("input_size, hidden_size", {I: "input_size", H: "hidden_size"}),
+    ("hidden_size, input_size", {I: "input_size", H: "hidden_size"}),
+    ("lstm_hidden_dim, embedding_size", {I: "embedding_size", H: "lstm_hidden_dim"}),
+    ("seq_length, input_dim, num_hidden, num_classes, batch_size, device='cpu'",
+     {I: "input_dim", H: "num_hidden"}),
+    ("input_dim, hidden_dim, output_dim", {I: "input_dim", H: "hidden_dim"}),
+    ("in_features, hidden", {I: "in_features", H: "hidden"}),
+    ("ninp, nhid", {I: "ninp", H: "nhid"}),  # PyTorch's word-language model
+    ("n_inputs, n_neurons", {I: "n_inputs", H: "n_neurons"}),
+    ("nHidden, nIn", {I: "nIn", H: "nHidden"}),
+    ("input_dim, hidden_dim=128", {I: "input_dim", H: "hidden_dim"}),
+    ("num_inputs, num_hiddens, sigma=0.01", {I: "num_inputs", H: "num_hiddens"}),  # d2l.ai
+    ("input_sz, hidden_sz", {I: "input_sz", H: "hidden_sz"}),
+    ("d_h, *, d_in, num_layers=1", {I: "d_in", H: "d_h"}),
+    # a vocabulary (or nn.Embedding's count) is what an embedding reads, not the input size
+    ("vocab_size, embedding_dim, hidden_dim, tagset_size",
+     {I: "embedding_dim", H: "hidden_dim"}),
+    ("num_embeddings, hidden_dim, embedding_dim", {I: "embedding_dim", H: "hidden_dim"}),
+    # torch.nn's name wins over one that only says the size
+    ("input_size, hidden_size, hidden_dim", {I: "input_size", H: "hidden_size"}),
+    # silent or ambiguous: by position
+    ("input_size, output_size", {}),
+    ("vocab_size, hidden_size", {}),
+    ("d1, d2", {}),
+    ("in_dim, h_dim, state_dim", {}),
+    ("d_in, d_h, num_units=8", {}),
+    ("input_hidden, hidden_size", {}),
+    ("hidden_dim, input_dim, /", {}),
+    ("proj_size, hidden_size", {}),  # torch.nn's other arguments are never sizes
+    ("input_dim, d2, state=None", {}),  # a size's default is a number
+]
+
+
+@pytest.mark.parametrize("names, expected", SIZE_READINGS, ids=[row[0] for row in SIZE_READINGS])
+def test_the_sizes_go_to_the_parameters_whose_names_say_them(names, expected):
+    assert size_parameters("lstm", _signature_of(names)) == expected
+
+
+class HiddenFirstLSTM(nn.LSTM):
+    """A course's template: `LSTM(lstm_hidden_dim, embedding_size)`."""
+
+    def __init__(self, lstm_hidden_dim, embedding_size):
+        super().__init__(embedding_size, lstm_hidden_dim)
+
+
+def test_sizes_named_in_another_order_build_the_module_asked_for():
+    adapted = adapt("lstm", HiddenFirstLSTM)
+    assert isinstance(adapted, Adapted)
+    module = adapted(3, 5)
+    assert (module.input_size, module.hidden_size) == (3, 5)
+    assert module.weight_ih_l0.shape == (20, 3)
+
+
+def test_only_torch_nn_s_names_at_their_places_need_no_adaptation_of_the_sizes():
+    def named_as_torch(hidden_size, input_size, num_layers=1, bias=True, batch_first=False,
+                       dropout=0.0, bidirectional=False, nonlinearity="tanh", device=None,
+                       dtype=None):
+        return nn.RNN(input_size, hidden_size, num_layers=num_layers, bias=bias,
+                      batch_first=batch_first, dropout=dropout, bidirectional=bidirectional,
+                      nonlinearity=nonlinearity, device=device, dtype=dtype)
+
+    def named_its_own_way(n_hidden, n_in, num_layers=1, bias=True, batch_first=False,
+                          dropout=0.0, bidirectional=False, nonlinearity="tanh", device=None,
+                          dtype=None):
+        return named_as_torch(n_hidden, n_in, num_layers, bias, batch_first, dropout,
+                              bidirectional, nonlinearity, device, dtype)
+
+    assert adapt("rnn", named_as_torch) is named_as_torch  # called by keyword, as torch.nn's
+    adapted = adapt("rnn", named_its_own_way)
+    assert adapted.size_names == {"input_size": "n_in", "hidden_size": "n_hidden"}
+    assert adapted(3, 5, num_layers=2).weight_ih_l1.shape == (5, 5)
+
+
+class UvA2019VanillaRNN(nn.Module):
+    def __init__(self, seq_length, input_dim, num_hidden, num_classes, batch_size, device="cpu"):
+        super().__init__()
+
+
+def test_what_the_constructor_requires_beside_the_sizes_read_by_name_is_named():
+    adapted = adapt("rnn", UvA2019VanillaRNN)
+    assert adapted.required_extra == ["seq_length", "num_classes", "batch_size"]
+    with pytest.raises(CannotConstruct, match="requires `seq_length`, `num_classes`, `batch_size`,"):
+        adapted(3, 5)
+
+
+class PositionalOnlyBeforeNamedSizes(nn.GRU):
+    def __init__(self, num_layers, /, hidden_dim, input_dim):
+        super().__init__(input_dim, hidden_dim, num_layers)
+
+
+def test_a_positional_only_argument_goes_by_position_beside_sizes_by_name():
+    adapted = adapt("gru", PositionalOnlyBeforeNamedSizes)
+    assert (adapted.positional_only, adapted.required_extra) == (["num_layers"], [])
+    gru = adapted(3, 5, num_layers=2)
+    assert (gru.input_size, gru.hidden_size, gru.num_layers) == (3, 5, 2)
 
 
 def test_a_constructor_that_needs_more_than_torch_gives_says_what():

@@ -119,6 +119,9 @@ catalogue.py (REAL_CODE).
   that can also return a per-step value return it without one: read as torch.nn's two, judged.
 - `FlatStateLSTM`: torch.nn's LSTM returning (output, h_n, c_n), three values, as models written
   for export return it: read as (output, (h_n, c_n)), and judged.
+- `HiddenFirstLSTM`: torch.nn's LSTM behind a course template's `LSTM(lstm_hidden_dim,
+  embedding_size)`, the hidden size first: the names say which size is which, and its function
+  is judged on the module asked for.
 """
 from __future__ import annotations
 
@@ -775,3 +778,8 @@ class ExtraNoneLSTM(nn.LSTM):
     def forward(self, input, hx=None):
         output, state = super().forward(input, hx)
         return output, state, None
+
+
+class HiddenFirstLSTM(nn.LSTM):
+    def __init__(self, lstm_hidden_dim, embedding_size):
+        super().__init__(embedding_size, lstm_hidden_dim)

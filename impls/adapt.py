@@ -156,6 +156,21 @@ def size_parameters(kind: str, signature: inspect.Signature | None) -> dict[str,
     return chosen
 
 
+def sizes_reversed(kind: str, constructor: Callable) -> tuple[str, str] | None:
+    """The constructor's names for the hidden and input sizes where its signature takes the
+    hidden size first (`LSTM(lstm_hidden_dim, embedding_size)`): code that passes torch.nn's
+    (input_size, hidden_size) by position gets another module. None where it takes them in
+    torch.nn's order, or its names do not say which is which."""
+    own = _signature(constructor)
+    names = size_parameters(kind, own)
+    if not names:
+        return None
+    order = list(own.parameters)
+    hidden_name, input_name = names["hidden_size"], names["input_size"]
+    return ((hidden_name, input_name) if order.index(hidden_name) < order.index(input_name)
+            else None)
+
+
 def _is_count(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 

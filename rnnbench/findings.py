@@ -52,6 +52,8 @@ DIAGNOSES: dict[str, str] = {
     "reverse_not_reversed": "reverse direction not reversed in time",
     "reverse_h_n_wrong_end": "h_n of the reverse direction taken at the wrong end",
     "batch_first_ignored": "batch_first ignored",
+    "sizes_reversed": "the constructor takes the hidden size before the input size, where "
+                      "torch.nn takes (input_size, hidden_size)",
     "state_before_input": "forward takes the state first, forward(h, x), where torch.nn's cells "
                           "take (input, hx)",
     "state_not_second": "forward takes the state after other arguments (forward(x, lengths=None, "

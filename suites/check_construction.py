@@ -10,7 +10,8 @@ from dataclasses import dataclass
 import torch
 
 from rnnbench.errors import one_line
-from rnnbench.impls.adapt import ARGUMENT_FEATURES, changed_defaults, split_state, state_after
+from rnnbench.impls.adapt import (ARGUMENT_FEATURES, changed_defaults, sizes_reversed,
+                                  split_state, state_after)
 from rnnbench.reference import Config
 from rnnbench.reference.kinds import kind_of
 from rnnbench.suites.check_errors import REJECTIONS, rejection_names
@@ -55,12 +56,19 @@ def check_parameters(subject, case) -> dict:
 
 
 def check_defaults(subject, case) -> dict:
-    """Every torch.nn argument the constructor's signature has defaults to torch.nn's value
-    (`rnnbench.impls.adapt.changed_defaults`), so code written for torch.nn that leaves it out
-    builds the module it means; the arguments of a feature the implementation lacks aside."""
+    """The constructor takes the sizes in torch.nn's order (`sizes_reversed`), and every
+    torch.nn argument its signature has defaults to torch.nn's value (`changed_defaults`), so
+    code written for torch.nn that passes the sizes by position and leaves the rest out builds
+    the module it means; the arguments of a feature the implementation lacks aside."""
+    constructor = subject.impl.kinds[subject.kind]
+    reversed_sizes = sizes_reversed(subject.kind, constructor)
+    if reversed_sizes:
+        raise Finding(f"the constructor takes the hidden size first (`{reversed_sizes[0]}`, then "
+                      f"`{reversed_sizes[1]}`), where {subject.suite.contract} takes "
+                      "(input_size, hidden_size): code written for it that passes them by "
+                      "position gets another module", "sizes_reversed")
     lacking = _lacking(subject)
-    changed = {name: why for name, why in
-               changed_defaults(subject.kind, subject.impl.kinds[subject.kind]).items()
+    changed = {name: why for name, why in changed_defaults(subject.kind, constructor).items()
                if ARGUMENT_FEATURES.get(name) not in lacking}
     if changed:
         them = "it" if len(changed) == 1 else "them"

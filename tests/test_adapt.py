@@ -15,8 +15,8 @@ from torch.nn import functional as F
 from rnnbench.impls import Implementation
 from rnnbench.impls import load as load_target
 from rnnbench.impls.adapt import (Adapted, CannotConstruct, ObjectModule, UnsupportedArgument,
-                                  adapt, changed_defaults, size_parameters, split_state,
-                                  zero_state)
+                                  adapt, changed_defaults, size_parameters, sizes_reversed,
+                                  split_state, zero_state)
 from rnnbench.reference import Config
 from rnnbench.suites import param_roles, parammap
 from rnnbench.suites.torch_nn import probe_config
@@ -260,6 +260,20 @@ def test_only_torch_nn_s_names_at_their_places_need_no_adaptation_of_the_sizes()
     adapted = adapt("rnn", named_its_own_way)
     assert adapted.size_names == {"input_size": "n_in", "hidden_size": "n_hidden"}
     assert adapted(3, 5, num_layers=2).weight_ih_l1.shape == (5, 5)
+
+
+def test_a_constructor_taking_the_hidden_size_first_is_found_by_its_names():
+    def hidden_then_input(hidden_size, input_size):
+        return nn.RNN(input_size, hidden_size)
+
+    def own_names_in_order(n_in, n_hidden):
+        return nn.RNN(n_in, n_hidden)
+
+    assert sizes_reversed("lstm", HiddenFirstLSTM) == ("lstm_hidden_dim", "embedding_size")
+    assert sizes_reversed("rnn", hidden_then_input) == ("hidden_size", "input_size")
+    assert sizes_reversed("rnn", own_names_in_order) is None
+    assert sizes_reversed("lstm", nn.LSTM) is None
+    assert sizes_reversed("rnn", lambda d1, d2: nn.RNN(d1, d2)) is None  # the names do not say
 
 
 class UvA2019VanillaRNN(nn.Module):

@@ -121,7 +121,7 @@ catalogue.py (REAL_CODE).
   for export return it: read as (output, (h_n, c_n)), and judged.
 - `HiddenFirstLSTM`: torch.nn's LSTM behind a course template's `LSTM(lstm_hidden_dim,
   embedding_size)`, the hidden size first: the names say which size is which, and its function
-  is judged on the module asked for.
+  is judged on the module asked for; code passing torch.nn's sizes by position would not get it.
 """
 from __future__ import annotations
 

@@ -271,11 +271,10 @@ def _state_first(run, observed, expected, tol) -> str | None:
 def _state_layout(run, observed, expected, tol) -> str | None:
     """forward raised on torch.nn's state and runs on the state as much code shapes it
     (`_state_layouts`; on an unbatched input none with a layer axis, which reads as a batch of
-    one): the layout whose first output is the reference's is named; where none is, the first
-    that forward runs on of those a call cannot run on by accident (a list, or one tensor twice
-    as wide, for a tensor or a pair) and whose first output has the reference's shape. Not on a
-    case whose tolerance is scaled up (the saturated one), where a state read wrongly can still
-    agree."""
+    one): the layout whose first output is the reference's is named, else the first that forward
+    runs on (a module that takes its state so and is wrong besides, or returns other outputs:
+    the layout is its first cause all the same). Not on a case whose tolerance is scaled up (the
+    saturated one), where a state read wrongly can still agree."""
     cfg = run.cfg
     if observed is not None or run.hx64 is None or run.case.tolerance_scale != 1.0:
         return None
@@ -298,16 +297,10 @@ def _state_layout(run, observed, expected, tol) -> str | None:
         if diagnosis == "state_in_list" and any(
                 tuple(t.shape) == (1, *want[first].shape) for t in _tensors(result)):
             diagnosis = "cell_state_layer_axis"  # h = state[0] read from (1, batch, hidden)
-        seen = {first: to_numpy(read(out))}
-        if agree(seen, want, tol):
+        if agree({first: to_numpy(read(out))}, want, tol):
             return diagnosis
-        if diagnosis in _STRUCTURAL_LAYOUTS and seen[first].shape == want[first].shape:
-            ran = ran or diagnosis
+        ran = ran or diagnosis
     return ran
-
-
-# State layouts that a forward written for torch.nn's cannot run on by accident.
-_STRUCTURAL_LAYOUTS = ("state_in_list", "state_concatenated")
 
 
 def _state_layouts(run, ndim: int):

@@ -1092,6 +1092,21 @@ def test_a_state_layout_no_call_runs_on_by_accident_is_named_though_the_function
     assert results and {r.diagnosis for r in results} == {"state_in_list"}
 
 
+class FinalStateOnlyRNN(nn.RNN):
+    """A course's RNN layer: the state (batch, hidden) without its layer axis, and the final
+    state alone returned (the output sequence dropped)."""
+
+    def forward(self, input, h):
+        return super().forward(input, h[None])[1][0]
+
+
+def test_a_state_layout_is_named_where_forward_runs_on_it_though_its_outputs_differ():
+    results = given_state(run(FinalStateOnlyRNN, "rnn", "shapes"))
+    batched = [r for r in results if r.case == "single-layer"]
+    assert batched and batched[0].diagnosis == "h0_no_layer_dim", [
+        (r.case, r.diagnosis, r.message) for r in results]
+
+
 class ConcatStateAnyOrderLSTMCell(nn.LSTMCell):
     """torch.nn's LSTM cell taking its state as one tensor, (h, c) concatenated in `order`."""
 

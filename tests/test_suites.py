@@ -995,6 +995,35 @@ def test_a_misshapen_result_is_not_read_as_a_state_taken_in_another_layout():
     assert shapes and "h0_no_layer_dim" not in {r.diagnosis for r in shapes}
 
 
+class ForgetFirstBatchFirstLSTM(nn.Module):
+    """A tutorial's LSTM: one matrix over [x, h] holding the gates f, i, g, o, x @ W's way, its
+    input read (batch, time, features) always, its state its own."""
+
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        self.hidden_size = hidden_size
+        self.W = nn.Parameter(torch.randn(input_size + hidden_size, 4 * hidden_size) * 0.3)
+        self.b = nn.Parameter(torch.randn(4 * hidden_size) * 0.3)
+
+    def forward(self, x, init_states=None):
+        h = c = x.new_zeros(x.shape[0], self.hidden_size)
+        outputs = []
+        for x_t in x.unbind(1):
+            f, i, g, o = (torch.cat([x_t, h], 1) @ self.W + self.b).chunk(4, 1)
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            h = torch.sigmoid(o) * torch.tanh(c)
+            outputs.append(h)
+        return torch.stack(outputs, 1), (h, c)
+
+
+def test_a_batch_first_module_s_gate_order_is_read_from_its_batch_first_output():
+    # Asked time-major, no gate order gives the reference's outputs; handed its input
+    # batch-first, f, i, g, o does: the parameters are read so, and the reading is named.
+    [parameters] = run(ForgetFirstBatchFirstLSTM, "lstm", "parameters")[:1]
+    assert "row blocks 2, 1, 3, 4" in parameters.message, parameters.message
+    assert "always_batch_first" in diagnoses(run(ForgetFirstBatchFirstLSTM, "lstm", "forward"))
+
+
 class NoSuperInitRNN(nn.Module):
     """A tutorial's RNN whose __init__ forgets super().__init__()."""
 

@@ -175,8 +175,9 @@ class Subject:
         if not isinstance(module, torch.nn.Module):
             raise Finding(f"the constructor returned {with_article(type(module).__name__)}, "
                           "not a torch.nn.Module")
-        if "_modules" not in vars(unwrapped(module)):
-            # every use of such a module raises AttributeError: '_modules' (or '_parameters')
+        try:
+            unwrapped(module)._modules
+        except AttributeError:  # as every use of such a module raises
             raise Finding(f"the constructor built {with_article(type(unwrapped(module)).__name__)}"
                           " whose nn.Module.__init__ never ran (no super().__init__() call): "
                           "torch sees no parameters, and calling it raises")

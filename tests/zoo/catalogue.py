@@ -40,7 +40,7 @@ PLANTED = [
     Planted(f"{ZOO}/state_bugs.py:H0Ignored", "lstm", "h0_ignored", "a given (h0, c0) is checked, then replaced by zeros"),
     Planted(f"{ZOO}/state_bugs.py:HnSqueezed", "rnn", "h_n_no_layer_dim", "h_n.squeeze(0): no layer dimension for one layer"),
     Planted(f"{ZOO}/state_bugs.py:HnDirectionMajor", "gru", "h_n_layout", "h_n stacked direction-major (all forward layers, then all reverse)"),
-    Planted(f"{ZOO}/state_bugs.py:HnIsCellState", "lstm", "output_h_n_mismatch", "returns (c_n, h_n) instead of (h_n, c_n)"),
+    Planted(f"{ZOO}/state_bugs.py:HnIsCellState", "lstm", "lstm_state_swapped", "returns (c_n, h_n) instead of (h_n, c_n)"),
     Planted(f"{ZOO}/state_bugs.py:BroadcastsH0", "rnn", "silent_broadcast", "no h0 shape check: a broadcastable wrong h0 is accepted"),
     Planted(f"{ZOO}/state_bugs.py:C0Ignored", "lstm", "c0_ignored",
             "a given c0 is checked, then replaced by zeros (h0 used)"),
@@ -240,8 +240,7 @@ REAL_CODE = [
              dict.fromkeys(("no_bias", "factory_kwargs", "optional_state"), "signature")),
     RealCode(f"{REAL}:ZeroDivisionRNN", "rnn", "wrong_exception_type", YES, NO, {}),
     # The full list: in the quick one the batched crash also explains more checks.
-    RealCode(f"{REAL}:GateTripletLSTM", "lstm",
-             "forward raised RuntimeError: The size of tensor a", NO, NO,
+    RealCode(f"{REAL}:GateTripletLSTM", "lstm", "h0_no_layer_dim", NO, NO,
              dict.fromkeys(("num_layers", "bidirectional", "no_bias", "proj_size",
                             "factory_kwargs", "dropout"), "signature"), quick=False),
     RealCode(f"{REAL}:SplitLinearGRUCell", "gru_cell", "param_names", UNCHECKED, NO,

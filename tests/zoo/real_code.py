@@ -42,8 +42,8 @@ catalogue.py (REAL_CODE).
 - `ZeroDivisionRNN`: hidden_size=0 raises ZeroDivisionError while computing the init bound.
 - `GateTripletLSTM`: one (U, V, b) per gate named by its letter, in a hand-written loop that
   reads the input batch-first whatever `batch_first` says, sizes the omitted state by
-  input_size and keeps 2-D states; the batched sequence's crash must come before the unbatched
-  one's, which explains more checks.
+  input_size and keeps 2-D states: its state taken without the layer axis comes first (the
+  batched sequence's crash, before the unbatched one's, which explains more checks).
 - `BatchFirstByDefaultLSTM`: torch.nn's LSTM whose `batch_first` defaults to True, as
   reinforcement-learning libraries' LSTMs do: right whenever the argument is given, another
   module for code that leaves it out.

@@ -53,40 +53,46 @@ def _separators(match: re.Match) -> str:
 
 
 def learn_roles(cfg: Config, shapes: dict[str, tuple], linear: frozenset[str] = frozenset(),
-                norms: frozenset[str] = frozenset()) -> dict[str, tuple[str, str]]:
-    """`_learn_roles`; where the keys cannot be matched and some are named as an output layer's
-    (`_readout_named`: min-char-rnn's Why, vocab x H, has weight_ih's shape transposed where the
-    vocabulary is the input), matched without those, and with them otherwise (b_y, W_xy are the
-    state's own where the state is named y)."""
-    try:
-        return _learn_roles(cfg, shapes, linear, norms)
-    except MappingError as exc:
-        readouts = {key for key in shapes if _readout_named(key)}
-        if not readouts:
-            raise
+                norms: frozenset[str] = frozenset(),
+                buffers: frozenset[str] = frozenset()) -> dict[str, tuple[str, str]]:
+    """`_learn_roles`, with the keys in `buffers` (a zero initial state kept as `h0`) left out
+    as no parameter of the recurrence, unless the keys cannot be matched without them (torch.nn's
+    weights held as buffers, an inference engine's way). Where the keys cannot be matched and
+    some are named as an output layer's (`_readout_named`: min-char-rnn's Why, vocab x H, has
+    weight_ih's shape transposed where the vocabulary is the input), matched without those, and
+    with them otherwise (b_y, W_xy are the state's own where the state is named y). The error
+    is the first reading's."""
+    readouts = frozenset(key for key in shapes if _readout_named(key))
+    left_out = [norms | buffers, norms] if buffers else [norms]
+    tries = [skipped for base in left_out
+             for skipped in ((base, base | readouts) if readouts else (base,))]
+    first = None
+    for skipped in tries:
         try:
-            return _learn_roles(cfg, shapes, linear, norms | readouts)
-        except MappingError:
-            raise exc from None
+            return _learn_roles(cfg, shapes, linear, skipped)
+        except MappingError as exc:
+            first = first or exc
+    raise first
 
 
 def _learn_roles(cfg: Config, shapes: dict[str, tuple], linear: frozenset[str],
-                 norms: frozenset[str]) -> dict[str, tuple[str, str]]:
+                 outside: frozenset[str]) -> dict[str, tuple[str, str]]:
     """For a one-layer, one-direction module's state_dict shapes: template -> (block, layout),
     where block is a spec block ("weight_ih", ...) or "combined" (one matrix over [x, h]), and
     layout "plain" or "T" (stored transposed). What shapes cannot tell, the order of x and h in a
     combined matrix and of the gates in a stacked one, is a `Reading`; a square matrix is stored
     as the module's other matrices are, unless `linear` holds its key (an nn.Linear's weight).
-    The keys in `norms` (a normalisation layer's gain and shift) are none of the recurrence's
-    blocks, whatever their shape: they are left for the checks, as any parameter outside the
-    spec's. MappingError when the keys cannot be matched uniquely."""
+    The keys in `outside` (a normalisation layer's gain and shift, a buffer, an output layer's
+    matrix) are none of the recurrence's blocks, whatever their shape: they are left for the
+    checks, as any parameter outside the spec's. MappingError when the keys cannot be matched
+    uniquely."""
     spec = {blocks(cfg)[name]: shape for name, shape in param_shapes(cfg).items()}
     rows = spec["weight_ih"][0]
     inputs, width = cfg.input_size, cfg.output_size
     roles: dict[str, tuple[str, str]] = {}
     torch_names = blocks(cfg)
     for key, shape in shapes.items():
-        if key in norms:
+        if key in outside:
             continue
         if key in torch_names:  # torch.nn's own name: its own block, stored x @ W's way maybe
             want = spec[torch_names[key]]
@@ -136,7 +142,8 @@ def _learn_roles(cfg: Config, shapes: dict[str, tuple], linear: frozenset[str],
     seen: dict[str, str] = {}
     for name, (block, _) in roles.items():
         if block in seen:
-            raise MappingError(f"{seen[block]} and {name} both look like {block}")
+            raise MappingError(f"{_key(seen[block], shapes)} and {_key(name, shapes)} both "
+                               f"look like {block}")
         seen[block] = name
     return roles
 
@@ -196,7 +203,7 @@ def _choose(key: str, candidates: list[tuple[str, str]]) -> tuple[str, str]:
 
 
 # Words for each gate, torch.nn's name first; a key's gate is the one its name ends in, among
-# its kind's gates.
+# its kind's gates (the Elman RNN's one "h" has none: no name says it).
 _GATE_WORDS = {"i": ("i", "in", "input"), "f": ("f", "forget"), "o": ("o", "out", "output"),
                "g": ("g", "c", "cell", "candidate", "u", "cand", "ctilde", "cbar", "chat", "tilde"),
                "r": ("r", "reset"), "z": ("z", "u", "update"),
@@ -228,7 +235,7 @@ def _gate(key: str, gates: tuple[str, ...], worded: bool = False) -> str | None:
     candidates = [last, last[1:]] if len(last) == 2 and last[0] in "xih" else [last]
     beside_gate = worded or "gate" in key.lower()
     for text in candidates:
-        found = [g for g in gates if text in _GATE_WORDS[g]
+        found = [g for g in gates if text in _GATE_WORDS.get(g, ())
                  or (beside_gate and text in _GATE_WORDS_BESIDE_GATE.get(g, ()))]
         if len(found) == 1:
             return found[0]
@@ -334,11 +341,12 @@ def _settle_biases(roles: dict, shapes: dict, cfg: Config) -> None:
         else:
             unplaced.append(name)
     if len(unplaced) == 2 and cfg.family == "gru":
-        raise MappingError(f"cannot tell which of {unplaced[0]} and {unplaced[1]} is the input "
-                           "bias and which the hidden one (it matters for the GRU)")
+        raise MappingError(f"cannot tell which of {_key(unplaced[0], shapes)} and "
+                           f"{_key(unplaced[1], shapes)} is the input bias and which the hidden "
+                           "one (it matters for the GRU)")
     for name in unplaced:
         if not open_slots:
-            raise MappingError(f"{name}: one bias too many")
+            raise MappingError(f"{_key(name, shapes)}: one bias too many")
         roles[name] = (open_slots.pop(0), roles[name][1])
 
 
@@ -493,6 +501,11 @@ def _units(cfg: Config, keys: list[str]) -> dict[str, tuple[int, int]]:
         else:
             units[key] = divmod(n - low, directions)
     return units
+
+
+def _key(name: str, shapes: dict) -> str:
+    """The key a role's template `name` was learnt from (messages name keys, not templates)."""
+    return next((key for key in shapes if template(key) == name), name)
 
 
 def _listed(shapes: dict) -> str:

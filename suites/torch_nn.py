@@ -309,7 +309,8 @@ def _roles(subject, probe: Config, settle: bool = True
         try:
             module = subject.construct(probe)
             roles = param_roles.learn_roles(probe, state_shapes(module), _linear_weights(module),
-                                            _norm_parameters(module))
+                                            _norm_parameters(module),
+                                            _keys_of(module, list(module.buffers())))
         except param_roles.MappingError as exc:
             _ROLES[key] = exc
         except Finding as finding:  # the probe's configuration, not the case's, was refused

@@ -1436,3 +1436,36 @@ def test_row_biases_are_read_as_vectors_on_the_side_their_names_say():
     assert pmap.entries["bias_ih"] == (Piece("x2h_bias", "row"),)
     assert pmap.entries["bias_hh"] == (Piece("h2h_bias", "row"),)
     assert forward_result("gru_cell", RowBiasGRUCell).outcome == "passed"
+
+
+class BufferStateRNNCell(nn.Module):
+    """torch.nn's RNN cell under names of its own, W_ih, W_hh, b_ih, b_hh, its default initial
+    state a zero buffer h0 the size of a bias."""
+
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        bound = hidden_size ** -0.5
+        self.W_ih = nn.Parameter(torch.empty(hidden_size, input_size).uniform_(-bound, bound))
+        self.W_hh = nn.Parameter(torch.empty(hidden_size, hidden_size).uniform_(-bound, bound))
+        self.b_ih = nn.Parameter(torch.empty(hidden_size).uniform_(-bound, bound))
+        self.b_hh = nn.Parameter(torch.empty(hidden_size).uniform_(-bound, bound))
+        self.register_buffer("h0", torch.zeros(hidden_size))
+
+    def forward(self, x, hx=None):
+        hx = self.h0.expand(*x.shape[:-1], -1) if hx is None else hx
+        return torch.tanh(x @ self.W_ih.T + self.b_ih + hx @ self.W_hh.T + self.b_hh)
+
+
+def test_a_buffer_is_no_parameter_unless_the_parameters_cannot_be_matched_without_it():
+    assert forward_result("rnn_cell", BufferStateRNNCell).outcome == "passed"
+    cfg = Config("rnn_cell", 3, 5)
+    shapes = {"W_ih": (5, 3), "W_hh": (5, 5), "b_ih": (5,), "b_hh": (5,), "h0": (5,)}
+    assert "h0" not in param_roles.learn_roles(cfg, shapes, buffers=frozenset({"h0"}))
+    # torch.nn's weights held as buffers under names of its own: read all the same
+    weights = {"W_ih": (5, 3), "W_hh": (5, 5)}
+    assert set(param_roles.learn_roles(cfg, weights, buffers=frozenset(weights))) == set(weights)
+    with pytest.raises(MappingError, match="no parameter found for weight_ih"):
+        param_roles.learn_roles(cfg, {"W_hh": (5, 5), "W_hy": (2, 5)})
+    # a message names the module's keys, not the templates roles are learnt by
+    with pytest.raises(MappingError, match=r"^h0: one bias too many$"):
+        param_roles.learn_roles(cfg, shapes)

@@ -168,15 +168,17 @@ def _bias_named(key: str) -> bool:
     return "bias" in last or re.fullmatch(r"b(_\w*|[a-z]{0,2}\d*)", last) is not None
 
 
-def _side(key: str) -> str | None:
+def _side(key: str, gate_words: frozenset[str] = frozenset()) -> str | None:
     """"input" or "hidden" where the key's name says so, else None. The name is the key's last
     part that is not a list's index ("bias_ih.0" of a ParameterList; an nn.Linear's
     `weight`/`bias` speak for the submodule), with or without a leading "W_"/"b_"; an alias
-    matches it whole or as its start, digits as a template writes them ("x2h" as "x#h")."""
+    matches it whole or as its start, digits as a template writes them ("x2h" as "x#h"). A name
+    in `gate_words` (the words the module's keys name their gates by) says a gate, not a side:
+    the u of b_u beside W_u is the update gate's, not U's of W/U notation."""
     parts = [p for p in key.lower().split(".")
              if p not in ("weight", "bias") and not re.fullmatch(r"[\d#]+", p)]
     full = _DIGITS.sub("#", parts[-1] if parts else "")
-    names = {full, re.sub(r"^(w|b|weight|bias)_", "", full)}
+    names = {full, re.sub(r"^(w|b|weight|bias)_", "", full)} - gate_words
     for side, aliases in _SIDES.items():
         if any(n == a or (len(a) > 1 and n.startswith(a)) for n in names for a in aliases):
             return side
@@ -272,6 +274,8 @@ def _per_gate(cfg: Config, shapes: dict[str, tuple], roles: dict) -> None:
     probe), the gates from the name, read as the shape allows."""
     hidden, inputs, width = cfg.hidden_size, cfg.input_size, cfg.output_size
     worded = any(word in _WORDED_GATES for key in shapes for word in _name_words(key))
+    gate_words = frozenset(_name_words(key)[-1] for key in shapes
+                           if _gate(key, cfg.gates, worded))
     for name, shape in shapes.items():
         for gates in _gates_named(name, cfg.gates, worded) if len(shape) == 2 else ():
             side = _weight_side(tuple(shape), len(gates) * hidden, inputs, width)
@@ -290,7 +294,7 @@ def _per_gate(cfg: Config, shapes: dict[str, tuple], roles: dict) -> None:
             continue
         side = (owner[0].partition(":")[0] if owner else
                 {"input": "weight_ih", "hidden": "weight_hh"}.get(
-                    _side(name) or _side_letter(name), "weight_ih"))
+                    _side(name, gate_words) or _side_letter(name), "weight_ih"))
         bias = "bias_hh" if side == "weight_hh" else "bias_ih"  # a matrix over [x, h]: input's
         roles[template(name)] = (f"{bias}:{gates}", vector_layout(tuple(shape)))
 

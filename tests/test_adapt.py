@@ -1469,3 +1469,31 @@ def test_a_buffer_is_no_parameter_unless_the_parameters_cannot_be_matched_withou
     # a message names the module's keys, not the templates roles are learnt by
     with pytest.raises(MappingError, match=r"^h0: one bias too many$"):
         param_roles.learn_roles(cfg, shapes)
+
+
+class UpdateLetterGRUCell(nn.Module):
+    """torch.nn's GRU cell from one matrix per gate over [x, h], stored for xh @ W, and one bias
+    per gate: W_r, W_u (the update gate), W_c (the candidate), b_r, b_u, b_c, as a blog names
+    them."""
+
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        bound = hidden_size ** -0.5
+        for gate in "ruc":
+            setattr(self, f"W_{gate}", nn.Parameter(
+                torch.empty(input_size + hidden_size, hidden_size).uniform_(-bound, bound)))
+            setattr(self, f"b_{gate}", nn.Parameter(torch.empty(hidden_size).uniform_(-bound, bound)))
+
+    def forward(self, x, h):
+        xh, inputs = torch.cat([x, h], 1), x.shape[1]
+        r, u = torch.sigmoid(xh @ self.W_r + self.b_r), torch.sigmoid(xh @ self.W_u + self.b_u)
+        n = torch.tanh(x @ self.W_c[:inputs] + self.b_c + r * (h @ self.W_c[inputs:]))
+        return (1 - u) * n + u * h
+
+
+def test_a_letter_that_names_a_gate_marks_no_side():
+    # the u of b_u beside W_u is the update gate, not the hidden side of W/U notation
+    roles = param_roles.learn_roles(Config("gru_cell", 3, 5), {
+        key: (8, 5) if key.startswith("W") else (5,) for key in ("W_r", "b_r", "W_u", "b_u", "W_c", "b_c")})
+    assert [roles[f"b_{gate}"][0] for gate in "ruc"] == ["bias_ih:r", "bias_ih:z", "bias_ih:n"]
+    assert forward_result("gru_cell", UpdateLetterGRUCell).outcome == "passed"

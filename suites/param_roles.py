@@ -271,7 +271,8 @@ def _per_gate(cfg: Config, shapes: dict[str, tuple], roles: dict) -> None:
     or per gate over [x, h] (forget_gate = nn.Linear(input + hidden, hidden)), or per group of
     gates the name spells (linear_rz): "weight_ih:<gates>", "combined:<gates>" etc., concatenated
     in torch.nn's gate order by `resolve`. The side comes from the shape (input != hidden on the
-    probe), the gates from the name, read as the shape allows."""
+    probe), the gates from the name, read as the shape allows, or by elimination
+    (`_by_elimination`) where the name says none."""
     hidden, inputs, width = cfg.hidden_size, cfg.input_size, cfg.output_size
     worded = any(word in _WORDED_GATES for key in shapes for word in _name_words(key))
     gate_words = frozenset(_name_words(key)[-1] for key in shapes
@@ -282,21 +283,62 @@ def _per_gate(cfg: Config, shapes: dict[str, tuple], roles: dict) -> None:
             if side:
                 roles[template(name)] = (f"{side[0]}:{gates}", side[1])
                 break
+    sides = {name: _weight_side(tuple(shape), hidden, inputs, width)
+             for name, shape in shapes.items() if len(shape) == 2 and template(name) not in roles}
+    _by_elimination(cfg, shapes, roles, {name: side for name, side in sides.items() if side})
+    unread = {}  # the biases no name or weight gives a gate
     for name, shape in shapes.items():
         owner = roles.get(template(name.rsplit(".", 1)[0] + ".weight")) if name.endswith(".bias") else None
         readings = ([owner[0].partition(":")[2]] if owner else
                     _gates_named(name, cfg.gates, worded))
-        gates = next((g for g in readings if g and (
-            tuple(shape) == (len(g) * hidden,)
-            or (tuple(shape) in ((1, len(g) * hidden), (len(g) * hidden, 1))
-                and _bias_named(name)))), None)
-        if not gates:
-            continue
+        gates = next((g for g in readings if g and _gates_vector(name, shape, len(g) * hidden)), None)
         side = (owner[0].partition(":")[0] if owner else
                 {"input": "weight_ih", "hidden": "weight_hh"}.get(
                     _side(name, gate_words) or _side_letter(name), "weight_ih"))
         bias = "bias_hh" if side == "weight_hh" else "bias_ih"  # a matrix over [x, h]: input's
-        roles[template(name)] = (f"{bias}:{gates}", vector_layout(tuple(shape)))
+        if gates:
+            roles[template(name)] = (f"{bias}:{gates}", vector_layout(tuple(shape)))
+        elif template(name) not in roles and _gates_vector(name, shape, hidden):
+            unread[name] = (bias, vector_layout(tuple(shape)))
+    _by_elimination(cfg, shapes, roles, unread)
+
+
+def _gates_vector(key: str, shape: tuple, rows: int) -> bool:
+    """Whether an entry holds a bias of `rows`: a vector, or a row or column named as a bias."""
+    return tuple(shape) == (rows,) or (tuple(shape) in ((1, rows), (rows, 1)) and _bias_named(key))
+
+
+def _by_elimination(cfg: Config, shapes: dict[str, tuple], roles: dict,
+                    unread: dict[str, tuple[str, str]]) -> None:
+    """Roles for keys whose names say no gate (`unread`: key -> the block and layout its shape
+    gives one gate's), by elimination: a key whose name differs from other keys' only in its
+    last letter, the one theirs name their gates by (Wig beside Wir and Wiz, CSC413's candidate
+    g), holds the one gate they leave out where they hold `block` for every other gate and no
+    other key of that form is left. A name that says a gate is never overruled (the g of an
+    LSTM's W_ig is its cell gate), and words are not letters (fc3 beside reset, candidate is no
+    gate)."""
+    for key, (block, layout) in unread.items():
+        frame = _frame(key)
+        kin = [other for other in shapes if other != key and frame and _frame(other) == frame]
+        placed = [roles[template(other)][0].partition(":") for other in kin if template(other) in roles]
+        letters = "".join(gates for base, _, gates in placed if base == block)
+        left = [gate for gate in cfg.gates if gate not in letters]
+        if letters and len(placed) == len(kin) and len(left) == 1 and \
+                sorted(letters + left[0]) == sorted(cfg.gates):
+            roles[template(key)] = (f"{block}:{left[0]}", layout)
+
+
+def _frame(key: str) -> str | None:
+    """A key with the last letter of its name (an nn.Linear's `weight`/`bias` speak for the
+    submodule) left out: "Wi?.weight" for Wir.weight, "b_h?" for b_hz; None where the name does
+    not end in a letter."""
+    parts = key.split(".")
+    named = [i for i, part in enumerate(parts)
+             if part.lower() not in ("weight", "bias") and not part.isdigit()]
+    if not named or not parts[named[-1]][-1:].isalpha():
+        return None
+    parts[named[-1]] = parts[named[-1]][:-1] + "?"
+    return ".".join(parts)
 
 
 def _weight_side(shape: tuple, rows: int, inputs: int, width: int) -> tuple[str, str] | None:

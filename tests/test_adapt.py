@@ -1497,3 +1497,42 @@ def test_a_letter_that_names_a_gate_marks_no_side():
         key: (8, 5) if key.startswith("W") else (5,) for key in ("W_r", "b_r", "W_u", "b_u", "W_c", "b_c")})
     assert [roles[f"b_{gate}"][0] for gate in "ruc"] == ["bias_ih:r", "bias_ih:z", "bias_ih:n"]
     assert forward_result("gru_cell", UpdateLetterGRUCell).outcome == "passed"
+
+
+class LinearPerGateGRUCell(nn.Module):
+    """torch.nn's GRU cell from one nn.Linear per gate and side, Wir, Wiz, Wig, Whr, Whz, Whg:
+    the candidate named g, as CSC413's MyGRUCell names it."""
+
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        for side, size in (("i", input_size), ("h", hidden_size)):
+            for gate in "rzg":
+                setattr(self, f"W{side}{gate}", nn.Linear(size, hidden_size))
+
+    def forward(self, x, h):
+        z = torch.sigmoid(self.Wiz(x) + self.Whz(h))
+        r = torch.sigmoid(self.Wir(x) + self.Whr(h))
+        g = torch.tanh(self.Wig(x) + r * self.Whg(h))
+        return (1 - z) * g + z * h
+
+
+def test_the_one_gate_no_letter_names_is_found_by_elimination():
+    _, pmap = roles_and_map("gru_cell", LinearPerGateGRUCell)
+    assert [p.key for p in pmap.entries["weight_hh"]] == ["Whr.weight", "Whz.weight", "Whg.weight"]
+    assert [p.key for p in pmap.entries["bias_ih"]] == ["Wir.bias", "Wiz.bias", "Wig.bias"]
+    assert forward_result("gru_cell", LinearPerGateGRUCell).outcome == "passed"
+    gru, lstm = Config("gru_cell", 3, 5), Config("lstm_cell", 3, 5)
+
+    def per_gate(gates: str, **unnamed) -> dict[str, tuple]:
+        """Parameters per gate and side named W_i<gate>, W_h<gate>, b_i<gate>, then `unnamed`."""
+        return {**{f"{what}{side}{gate}": shape for gate in gates for what, side, shape in (
+            ("W_", "i", (5, 3)), ("W_", "h", (5, 5)), ("b_", "i", (5,)))}, **unnamed}
+    roles = param_roles.learn_roles(gru, per_gate("rzg"))
+    assert [roles[key][0] for key in ("W_ig", "W_hg", "b_ig")] == ["weight_ih:n", "weight_hh:n", "bias_ih:n"]
+    # a letter that names a gate keeps it: the g of an LSTM is its cell gate
+    assert param_roles.learn_roles(lstm, per_gate("ifgo"))["W_ig"][0] == "weight_ih:g"
+    assert param_roles.learn_roles(lstm, per_gate("ifao"))["W_ia"][0] == "weight_ih:g"
+    # two keys no letter names, or a key of another form, are not guessed at
+    for unnamed in ({"W_ig": (5, 3), "W_iq": (5, 3)}, {"W_g": (5, 3)}):
+        with pytest.raises(MappingError, match="weight_ih for gates r, z only"):
+            param_roles.learn_roles(gru, per_gate("rz", W_hg=(5, 5), b_ig=(5,), **unnamed))

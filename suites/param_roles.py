@@ -111,7 +111,8 @@ def _learn_roles(cfg: Config, shapes: dict[str, tuple], linear: frozenset[str],
             continue  # not a recurrent parameter (an output layer, say): left for the checks
         roles[template(key)] = _choose(key, candidates)
     if not {"weight_ih", "combined"} & {block for block, _ in roles.values()}:
-        _per_gate(cfg, {k: v for k, v in shapes.items() if template(k) not in roles}, roles)
+        unplaced = {k: v for k, v in shapes.items() if template(k) not in roles and k not in outside}
+        _per_gate(cfg, unplaced, roles)
     for key in linear:  # an nn.Linear computes x @ W^T: its weight is stored as torch.nn's
         if roles.get(template(key), ("", ""))[1] == "?":
             roles[template(key)] = (roles[template(key)][0], "plain")

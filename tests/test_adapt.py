@@ -834,6 +834,12 @@ def test_a_layer_norm_s_gain_and_shift_are_no_biases():
     assert {name: block for name, (block, _) in roles.items()} == {
         "cells.#.weight_ih": "weight_ih", "cells.#.weight_hh": "weight_hh",
         "cells.#.bias_ih": "bias_ih", "cells.#.bias_hh": "bias_hh"}
+    # nor in a layout of one matrix per gate, where ln_r names the reset gate's norm
+    per_gate = {f"W_{side}{gate}": (5, 3 if side == "i" else 5) for side in "ih" for gate in "rzn"}
+    norm = frozenset({"ln_r.weight", "ln_r.bias"})
+    roles = param_roles.learn_roles(Config("gru_cell", 3, 5), {**per_gate, **dict.fromkeys(norm, (5,))},
+                                    norms=norm)
+    assert set(roles) == set(per_gate)
 
 
 def test_an_output_layer_named_for_y_yields_to_the_recurrence_s_own_matrix():

@@ -111,7 +111,8 @@ def _learn_roles(cfg: Config, shapes: dict[str, tuple], linear: frozenset[str],
             continue  # not a recurrent parameter (an output layer, say): left for the checks
         roles[template(key)] = _choose(key, candidates)
     if not {"weight_ih", "combined"} & {block for block, _ in roles.values()}:
-        unplaced = {k: v for k, v in shapes.items() if template(k) not in roles and k not in outside}
+        unplaced = {k: v for k, v in shapes.items()
+                    if template(k) not in roles and k not in outside}
         _per_gate(cfg, unplaced, roles)
     for key in linear:  # an nn.Linear computes x @ W^T: its weight is stored as torch.nn's
         if roles.get(template(key), ("", ""))[1] == "?":
@@ -292,7 +293,8 @@ def _per_gate(cfg: Config, shapes: dict[str, tuple], roles: dict) -> None:
         owner = roles.get(template(name.rsplit(".", 1)[0] + ".weight")) if name.endswith(".bias") else None
         readings = ([owner[0].partition(":")[2]] if owner else
                     _gates_named(name, cfg.gates, worded))
-        gates = next((g for g in readings if g and _gates_vector(name, shape, len(g) * hidden)), None)
+        gates = next((g for g in readings
+                      if g and _gates_vector(name, shape, len(g) * hidden)), None)
         side = (owner[0].partition(":")[0] if owner else
                 {"input": "weight_ih", "hidden": "weight_hh"}.get(
                     _side(name, gate_words) or _side_letter(name), "weight_ih"))
@@ -321,7 +323,8 @@ def _by_elimination(cfg: Config, shapes: dict[str, tuple], roles: dict,
     for key, (block, layout) in unread.items():
         frame = _frame(key)
         kin = [other for other in shapes if other != key and frame and _frame(other) == frame]
-        placed = [roles[template(other)][0].partition(":") for other in kin if template(other) in roles]
+        placed = [roles[template(other)][0].partition(":") for other in kin
+                  if template(other) in roles]
         letters = "".join(gates for base, _, gates in placed if base == block)
         left = [gate for gate in cfg.gates if gate not in letters]
         if letters and len(placed) == len(kin) and len(left) == 1 and \

@@ -587,10 +587,34 @@ class StateAdapter(nn.Module):
         return self.inner.load_state_dict(state_dict, strict=strict, assign=assign)
 
 
+class BatchFirstAdapter(StateAdapter):
+    """A module that refuses batch_first=False (`assert batch_first`), built batch_first=True and
+    called as torch.nn's default is: a batched time-major input handed over batch-first, and the
+    output sequence handed back time-major (the state's layout does not depend on batch_first;
+    unbatched and packed input are passed as they are). `refused`: what the constructor said
+    to batch_first=False."""
+
+    def __init__(self, inner: nn.Module, refused: str):
+        super().__init__(inner, None, takes_state=True, required=False)
+        self.refused = refused
+
+    def forward(self, input, hx=None):
+        if not isinstance(input, torch.Tensor) or input.dim() != 3:
+            return super().forward(input, hx)
+        result = super().forward(input.transpose(0, 1), hx)
+        if isinstance(result, torch.Tensor):
+            return result.transpose(0, 1)
+        if isinstance(result, (tuple, list)) and result and isinstance(result[0], torch.Tensor):
+            return type(result)([result[0].transpose(0, 1), *result[1:]])
+        return result
+
+
 def unwrapped(module: nn.Module) -> nn.Module:
-    """The user's module inside a StateAdapter (whose state_dict names are its own), else the
+    """The user's module inside the adapters (whose state_dict names are its own), else the
     module itself."""
-    return module.inner if isinstance(module, StateAdapter) else module
+    while isinstance(module, StateAdapter):
+        module = module.inner
+    return module
 
 
 def zero_state(cfg: Config, input: torch.Tensor | PackedSequence):

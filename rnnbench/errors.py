@@ -2,6 +2,7 @@
 exception is said in one line."""
 from __future__ import annotations
 
+import linecache
 import re
 import sys
 import traceback
@@ -70,3 +71,20 @@ def raised_at(exc: BaseException) -> str:
              if not str(Path(path).resolve()).startswith(skipped)]
     path, line = (users or frames)[-1]
     return f"{Path(path).name}:{line}"
+
+
+# The exceptions code raises to refuse an argument's value where the line raising it names the
+# argument (`assert not batch_first`, `raise ValueError("only supports num_layers=1")`).
+REFUSING = (AssertionError, ValueError, RuntimeError)
+
+
+def raised_naming(exc: BaseException, names) -> bool:
+    """Whether the line that raised `exc` (its innermost frame) names one of `names` as a word
+    (`assert not batch_first`, `raise ValueError("only supports num_layers=1")`)."""
+    frame = exc.__traceback__
+    while frame is not None and frame.tb_next is not None:
+        frame = frame.tb_next
+    if frame is None:
+        return False
+    line = linecache.getline(frame.tb_frame.f_code.co_filename, frame.tb_lineno)
+    return any(re.search(rf"\b{name}\b", line) for name in names)

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import torch
 
 from rnnbench.errors import one_line
-from rnnbench.impls.adapt import (ARGUMENT_FEATURES, changed_defaults, sizes_reversed,
-                                  split_state, state_after)
+from rnnbench.impls.adapt import (ARGUMENT_FEATURES, BatchFirstAdapter, changed_defaults,
+                                  sizes_reversed, split_state, state_after)
 from rnnbench.reference import Config
 from rnnbench.reference.kinds import kind_of
 from rnnbench.suites.check_errors import REJECTIONS, rejection_names
@@ -61,6 +61,13 @@ def check_defaults(subject, case) -> dict:
     code written for torch.nn that passes the sizes by position and leaves the rest out builds
     the module it means; the arguments of a feature the implementation lacks aside."""
     constructor = subject.impl.kinds[subject.kind]
+    if "batch_first" in case.config.constructor_kwargs() and not case.config.batch_first:
+        built = subject.construct(case.config)
+        if isinstance(built, BatchFirstAdapter):
+            raise Finding(f"batch_first=False, {subject.suite.contract} default, is refused "
+                          f"({built.refused}): code written for it that leaves batch_first out "
+                          "gets no module (the checks built it batch_first=True and handed it "
+                          "the input batch-first)", "changed_default", argument="batch_first")
     reversed_sizes = sizes_reversed(subject.kind, constructor)
     if reversed_sizes:
         raise Finding(f"the constructor takes the hidden size first (`{reversed_sizes[0]}`, then "
@@ -200,10 +207,12 @@ def check_invalid_arguments(subject, case, arguments: tuple[InvalidArgument, ...
     signature, or refused) is not tried: a module without dropout need not validate a rate."""
     cfg = case.config
     try:
-        subject.construct(cfg)
+        built = subject.construct(cfg)
     except Finding as finding:
         raise Finding(f"with valid arguments too, {finding.message}, so rejecting invalid ones "
                       "proves nothing", "rejects_valid_input", **finding.numbers) from None
+    if isinstance(built, BatchFirstAdapter):  # asked as it builds: its refusal is said once
+        cfg = cfg.replace(batch_first=True)
     constructor = subject.impl.constructor(subject.kind)
     shapes = kind_of(cfg).io_shapes(cfg, case.batch, case.steps)
     accepted, wrong_type = [], []

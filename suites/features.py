@@ -10,11 +10,9 @@ where a check needs the feature). Only a declared feature is excused from the dr
 """
 from __future__ import annotations
 
-import linecache
-import re
 import warnings
 
-from rnnbench.errors import UsageError
+from rnnbench.errors import REFUSING, UsageError, raised_naming
 from rnnbench.impls.adapt import ARGUMENT_FEATURES, torch_signature
 from rnnbench.impls.base import Implementation, required_features
 from rnnbench.impls.signatures import SIGNATURES
@@ -47,11 +45,6 @@ def refused_configuration(subject: Subject, cfg) -> Exception | bool | None:
     return _BUILT[key]
 
 
-# The exceptions code raises to refuse an argument's value where the line raising it names the
-# argument (`assert not batch_first`, `raise ValueError("only supports num_layers=1")`).
-_REFUSING = (AssertionError, ValueError, RuntimeError)
-
-
 def refusal(error: BaseException | None, kind: str, cfg) -> bool:
     """Whether a constructor's exception says it does not support `cfg`: NotImplementedError,
     Python's way of saying so, or a failed assert, ValueError or RuntimeError raised by a line
@@ -59,15 +52,8 @@ def refusal(error: BaseException | None, kind: str, cfg) -> bool:
     (research and deployment code's ways), not an invariant a bug broke deeper down."""
     if isinstance(error, NotImplementedError):
         return True
-    if not isinstance(error, _REFUSING) or kind not in SIGNATURES:
-        return False
-    frame = error.__traceback__
-    while frame is not None and frame.tb_next is not None:
-        frame = frame.tb_next
-    if frame is None:
-        return False
-    line = linecache.getline(frame.tb_frame.f_code.co_filename, frame.tb_lineno)
-    return any(re.search(rf"\b{name}\b", line) for name in _asked_arguments(kind, cfg))
+    return (isinstance(error, REFUSING) and kind in SIGNATURES
+            and raised_naming(error, _asked_arguments(kind, cfg)))
 
 
 def _asked_arguments(kind: str, cfg) -> list[str]:

@@ -26,8 +26,8 @@ import torch
 from torch.nn.utils.spectral_norm import SpectralNorm
 from torch.nn.utils.weight_norm import WeightNorm
 
-from rnnbench.errors import one_line, raised_at
-from rnnbench.impls.adapt import CannotCall, CannotConstruct, unwrapped
+from rnnbench.errors import REFUSING, one_line, raised_at, raised_naming
+from rnnbench.impls.adapt import BatchFirstAdapter, CannotCall, CannotConstruct, unwrapped
 from rnnbench.impls.base import Implementation
 from rnnbench.reference import Uniform
 from rnnbench.reference.kinds import kind_of
@@ -141,6 +141,14 @@ def _raise_if_unregistered(module: torch.nn.Module, problem: str) -> None:
                       "unregistered_parameters", parameters_matched=False)
 
 
+def _refuses_time_major(refused: Finding, cfg) -> bool:
+    """Whether a constructor's exception refuses batch_first=False: raised, as a refusal is
+    (`REFUSING`), on a line naming batch_first, for a sequence kind asked time-major."""
+    error = refused.__cause__
+    return (cfg.constructor_kwargs().get("batch_first") is False
+            and isinstance(error, REFUSING) and raised_naming(error, ("batch_first",)))
+
+
 def to_numpy(tensor: torch.Tensor) -> np.ndarray:
     return tensor.detach().to("cpu", torch.float64).numpy()
 
@@ -161,7 +169,22 @@ class Subject:
             object.__setattr__(self, "suite", suite_record(self.kind))
 
     def construct(self, cfg, **kwargs) -> torch.nn.Module:
-        """Call the constructor with torch.nn's arguments for `cfg` (plus `kwargs`)."""
+        """Call the constructor with torch.nn's arguments for `cfg` (plus `kwargs`). One that
+        refuses batch_first=False, torch.nn's default (`assert batch_first`, deployment code's
+        way), and builds the module batch_first=True is built so and called time-major through
+        a transpose (`BatchFirstAdapter`): its function is judged, and `check_defaults` holds the
+        refusal against the drop-in level."""
+        try:
+            return self._construct(cfg, **kwargs)
+        except Finding as finding:
+            if not _refuses_time_major(finding, cfg):
+                raise
+            refused = finding.message
+        # What the batch-first build raises is then what refuses `cfg` (num_layers=2, say).
+        return BatchFirstAdapter(self._construct(cfg.replace(batch_first=True), **kwargs),
+                                 refused)
+
+    def _construct(self, cfg, **kwargs) -> torch.nn.Module:
         try:
             module = call("the constructor", self.impl.constructor(self.kind),
                           **cfg.constructor_kwargs(), **kwargs)

@@ -219,6 +219,38 @@ def test_a_constructor_refusing_a_feature_lacks_it_where_it_refuses_and_is_judge
     assert crash.outcome == "failed" and "ValueError" in crash.message
 
 
+def test_a_constructor_refusing_batch_first_false_is_judged_built_batch_first():
+    from torch import nn
+
+    from rnnbench.impls import Implementation
+    from rnnbench.suites.runner import run_checks
+    from rnnbench.suites.results import judge
+
+    class BatchFirstOnly(nn.GRU):  # deployment code's: `assert batch_first`
+        def __init__(self, input_size, hidden_size, batch_first=False, **kwargs):
+            assert batch_first, "only batch_first=True"
+            super().__init__(input_size, hidden_size, batch_first=batch_first, **kwargs)
+
+    class ReversedBatchFirstOnly(BatchFirstOnly):
+        def forward(self, input, hx=None):
+            output, h_n = super().forward(input, hx)
+            return output.flip(1 if output.dim() == 3 else 0), h_n
+
+    def verdicts(constructor):
+        results = run_checks(Implementation("b", {"gru": constructor}), quick=True)
+        return judge(results), results
+
+    right, results = verdicts(BatchFirstOnly)
+    assert right["numerics"].state == "conforms", [r.message for r in results
+                                                   if r.outcome == "failed"]
+    assert right["drop-in"].state == "does not conform"
+    failed = [r.diagnosis for r in results if r.outcome == "failed"
+              and not r.check.startswith("pickle")]  # a class defined here pickles by no name
+    assert failed == ["changed_default"]
+    wrong, _ = verdicts(ReversedBatchFirstOnly)
+    assert wrong["numerics"].state == "does not conform"
+
+
 def test_a_crash_with_a_state_is_not_read_as_batch_first_where_half_precision_blurs_the_two():
     from torch import nn
 

@@ -299,6 +299,7 @@ REAL_CODE = [
     RealCode(f"{REAL}:StateFirstIfogLSTMCell", "lstm_cell", "param_names", YES, NO,
              {"no_bias": "signature", "factory_kwargs": "signature",
               "optional_state": "signature"}),
+    RealCode(f"{REAL}:BatchFirstOnlyLSTM", "lstm", "changed_default", YES, NO, {}),
     RealCode(f"{REAL}:HiddenFirstLSTM", "lstm", "sizes_reversed", YES, NO,
              dict.fromkeys(("num_layers", "bidirectional", "batch_first", "dropout", "no_bias",
                             "proj_size", "factory_kwargs"), "signature")),

@@ -119,6 +119,9 @@ catalogue.py (REAL_CODE).
   that can also return a per-step value return it without one: read as torch.nn's two, judged.
 - `FlatStateLSTM`: torch.nn's LSTM returning (output, h_n, c_n), three values, as models written
   for export return it: read as (output, (h_n, c_n)), and judged.
+- `BatchFirstOnlyLSTM`: torch.nn's LSTM whose constructor asserts batch_first (as models
+  unrolled for export do): built batch_first=True and handed the input batch-first, its function
+  is judged; refusing torch.nn's default fails at drop-in.
 - `HiddenFirstLSTM`: torch.nn's LSTM behind a course template's `LSTM(lstm_hidden_dim,
   embedding_size)`, the hidden size first: the names say which size is which, and its function
   is judged on the module asked for; code passing torch.nn's sizes by position would not get it.
@@ -783,3 +786,9 @@ class ExtraNoneLSTM(nn.LSTM):
 class HiddenFirstLSTM(nn.LSTM):
     def __init__(self, lstm_hidden_dim, embedding_size):
         super().__init__(embedding_size, lstm_hidden_dim)
+
+
+class BatchFirstOnlyLSTM(nn.LSTM):
+    def __init__(self, input_size, hidden_size, batch_first=False, **kwargs):
+        assert batch_first, "only batch_first=True is supported"
+        super().__init__(input_size, hidden_size, batch_first=batch_first, **kwargs)

@@ -43,13 +43,17 @@ _SIDES = {side: tuple(_DIGITS.sub("#", alias) for alias in aliases)
 
 
 def template(key: str) -> str:
-    """A key with its layer numbers and direction markers taken out: the same for every layer."""
-    return _DIGITS.sub("#", _FORWARD.sub(_separators, _REVERSE.sub(_separators, key)))
+    """A key with its layer numbers and direction markers taken out: the same for every layer
+    and direction, whether both directions are marked ("fwd.w", "bwd.w") or the reverse one
+    alone (torch.nn's "w_l0", "w_l0_reverse")."""
+    return _DIGITS.sub("#", _FORWARD.sub(_separator, _REVERSE.sub(_separator, key)))
 
 
-def _separators(match: re.Match) -> str:
-    """A marker's match without the marker: the separators around it."""
-    return "".join(match[i] or "" for i in (1, 3, 4, 6))
+def _separator(match: re.Match) -> str:
+    """A marker's match without the marker and one of its separators: the separator between
+    the parts it stood between, none at either end of the key."""
+    before, after = match[1] or match[4], match[3] or match[6]
+    return before if before and after else ""
 
 
 def learn_roles(cfg: Config, shapes: dict[str, tuple], linear: frozenset[str] = frozenset(),
@@ -431,9 +435,10 @@ _STACKED = ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "combined")
 
 def _torch_named(cfg: Config, key: str) -> bool:
     """Whether a key (or its template) ends in a name torch.nn gives a parameter, a cell's
-    (`layers.0.weight_ih`) or a stack's (`weight_ih_l0`): its gates are in torch.nn's order,
-    where another order is a bug, not a layout."""
-    last = re.sub(r"_l(\d+|#)(_reverse)?$", "", key.split(".")[-1])
+    (`layers.0.weight_ih`) or a stack's (`weight_ih_l0`, with a word of the module's own after
+    it: `weight_hh_l0_raw`, which a weight-dropping wrapper keeps): its gates are in torch.nn's
+    order, where another order is a bug, not a layout."""
+    last = re.sub(r"_l(\d+|#)(_reverse)?(_[a-z]+)?$", "", key.split(".")[-1])
     return last in set(blocks(cfg).values())
 
 
@@ -445,11 +450,11 @@ def resolve(cfg: Config, shapes: dict[str, tuple], roles: dict[str, tuple[str, s
     spec = param_shapes(cfg)
     entries: dict[str, list[Piece]] = {name: [] for name in spec}
     gated: dict[str, dict[str, Piece]] = {}
-    units = _units(cfg, [key for key in shapes if template(key) in roles or key in spec])
+    own = _own_names(cfg, shapes, roles)
+    for key, name in own.items():  # torch.nn's own name, stored x @ W's way maybe
+        entries[name].append(Piece(key, _own_name_layout(cfg, name, shapes[key], roles)))
+    units = _units(cfg, [key for key in shapes if template(key) in roles and key not in own])
     for key, (layer, direction) in units.items():
-        if key in spec:  # torch.nn's own name, stored x @ W's way maybe
-            entries[key].append(Piece(key, _own_name_layout(cfg, key, shapes[key], roles)))
-            continue
         block, layout = roles[template(key)]
         suffix = "" if cfg.is_cell else param_suffix(layer, direction)
         base, _, gate = block.partition(":")
@@ -495,15 +500,32 @@ def concatenated(key: str, layout: str, shape: tuple, inputs: int,
     return Piece(key, layout, cols=(x_from, x_from + inputs)), Piece(key, layout, cols=h_cols)
 
 
-def _own_name_layout(cfg: Config, key: str, shape: tuple, roles: dict) -> str:
-    """How a key with torch.nn's own name is stored: transposed when its shape is the spec's
-    reversed; a square one as the probe showed its block (in any layer or direction)."""
-    want = tuple(param_shapes(cfg)[key])
+def _own_names(cfg: Config, shapes: dict[str, tuple], roles: dict) -> dict[str, str]:
+    """key -> spec name for the keys under torch.nn's own names: a spec name itself, or one
+    inside the submodule the keys placed by roles sit in, where no role was learnt for its
+    template (a wrapper's `module.weight_hh_l1` beside `module.weight_hh_l0_raw`, the one key it
+    renamed, learnt as weight_hh on the probe's one layer)."""
+    spec = param_shapes(cfg)
+    owners = {key.rpartition(".")[0] for key in shapes if "." in key and template(key) in roles}
+    own = {}
+    for key in shapes:
+        owner, _, name = key.rpartition(".")
+        if key in spec:
+            own[key] = key
+        elif name in spec and owner in owners and template(key) not in roles:
+            own[key] = name
+    return own
+
+
+def _own_name_layout(cfg: Config, name: str, shape: tuple, roles: dict) -> str:
+    """How a key under torch.nn's own name `name` is stored: transposed when its shape is the
+    spec's reversed; a square one as the probe showed its block (in any layer or direction)."""
+    want = tuple(param_shapes(cfg)[name])
     if len(want) != 2 or tuple(shape) not in (want, want[::-1]):
         return "plain"
     if want[0] != want[1]:
         return "T" if tuple(shape) == want[::-1] else "plain"
-    block = blocks(cfg)[key]
+    block = blocks(cfg)[name]
     return next((layout for shown, layout in roles.values() if shown == block), "plain")
 
 

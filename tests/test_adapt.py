@@ -1420,6 +1420,52 @@ def test_a_partial_user_map_leaves_the_other_names_read_as_a_nested_module_is():
         "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"]
 
 
+class WeightDropLSTM(nn.Module):
+    """AWD-LSTM's WeightDrop at rate 0: torch.nn's LSTM held as `module`, its layer-0 recurrent
+    weight kept as `weight_hh_l0_raw` and handed to the LSTM at each call."""
+
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
+                 dropout=0.0, bidirectional=False):
+        super().__init__()
+        self.module = nn.LSTM(input_size, hidden_size, num_layers, bias, batch_first, dropout,
+                              bidirectional)
+        self.module.register_parameter("weight_hh_l0_raw",
+                                       self.module._parameters.pop("weight_hh_l0"))
+
+    def forward(self, x, hx=None):
+        params = dict(self.module.named_parameters())
+        params["weight_hh_l0"] = params.pop("weight_hh_l0_raw")
+        return torch.func.functional_call(self.module, params, (x, hx))
+
+
+def test_torch_names_in_a_wrapper_that_renamed_one_are_read_in_every_layer_and_direction():
+    _, pmap = roles_and_map("lstm", WeightDropLSTM, Config("lstm", 3, 5, num_layers=2,
+                                                            bidirectional=True))
+    assert pmap.entries["weight_hh_l0"] == (Piece("module.weight_hh_l0_raw"),)
+    assert pmap.entries["weight_hh_l1"] == (Piece("module.weight_hh_l1"),)
+    assert pmap.entries["weight_ih_l1_reverse"] == (Piece("module.weight_ih_l1_reverse"),)
+    assert pmap.missing == []
+    result = forward_result("lstm", WeightDropLSTM, "two-layer-bidirectional")
+    assert result.outcome == "passed", result.message
+
+
+def test_a_word_after_torchs_name_leaves_torchs_gate_order_the_only_reading():
+    roles = {"module.weight_ih_l#": ("weight_ih", "plain"),
+             "module.weight_hh_l#_raw": ("weight_hh", "plain")}
+    assert param_roles.readings(probe_config("lstm"), roles) == [param_roles.Reading()]
+
+
+def test_a_direction_marked_on_the_reverse_keys_alone_leaves_the_forward_keys_template():
+    assert param_roles.template("rnn.W_ih_l0_reverse") == param_roles.template("rnn.W_ih_l0")
+    assert param_roles.template("layers.0.bw.W") == param_roles.template("layers.0.W")
+    probe = {"W_ih": (5, 3), "W_hh": (5, 5), "b_ih": (5,), "b_hh": (5,)}
+    roles = param_roles.learn_roles(probe_config("rnn"), probe)
+    both = {**probe, **{f"{key}_reverse": shape for key, shape in probe.items()}}
+    pmap = param_roles.resolve(Config("rnn", 3, 5, bidirectional=True), both, roles)
+    assert pmap.entries["weight_ih_l0_reverse"] == (Piece("W_ih_reverse"),)
+    assert pmap.entries["bias_hh_l0"] == (Piece("b_hh"),)
+
+
 class RowBiasGRUCell(nn.Module):
     """torch.nn's GRU cell under names of its own (x2h, h2h), its biases (1, 3H) rows."""
 

@@ -265,6 +265,7 @@ REAL_CODE = [
              {}),
     RealCode(f"{REAL}:ResetUpdateLinearGRUCell", "gru_cell", "param_names", YES, NO, {}),
     RealCode(f"{REAL}:WeightDropRNN", "rnn", "param_names", YES, NO, {}),
+    RealCode(f"{REAL}:WrappedWeightDropLSTM", "lstm", "param_names", YES, NO, {}),
     RealCode(f"{REAL}:NoDropoutRNN", "rnn", "", YES, NO, {"dropout": "observed"}),
     RealCode(f"{REAL}:PerLayerStateLSTM", "lstm", "state_not_stacked", YES, NO, {}),
     RealCode(f"{REAL}:DirectionStatesGRU", "gru", "state_not_stacked", YES, NO, {}),

@@ -91,6 +91,10 @@ catalogue.py (REAL_CODE).
 - `WeightDropRNN`: a weight-dropping wrapper's RNN (AWD-LSTM's WeightDrop, PyTorch-NLP's):
   weight_hh_l{k} kept as weight_hh_l{k}_raw and forward patched onto the instance as a closure
   over it, so a deepcopy still computes with the original's parameters (and pickle refuses it).
+- `WrappedWeightDropLSTM`: AWD-LSTM's WeightDrop as its language model applies it: torch.nn's
+  LSTM held as `module`, layer 0's `weight_hh_l0` alone kept as `weight_hh_l0_raw` and set back
+  (dropped, here at rate 0) before each call: torch.nn's names under a prefix, one of them renamed, in every layer and
+  direction.
 - `CellLoopLSTM`: a layer written as a loop over nn.LSTMCell, its input read batch-first and
   its state a required (h, c) of (batch, hidden) tensors, no layer axis (as a course's LSTM layer
   writes it): with torch.nn's state forward raises, and that state's shape is the first cause.
@@ -612,6 +616,28 @@ class WeightDropRNN(nn.RNN):
             return plain_forward(*args, **kwargs)
 
         self.forward = forward  # the instance's own forward, closing over `self`
+
+
+class WrappedWeightDropLSTM(nn.Module):
+    def __init__(self, *args, weights=("weight_hh_l0",), weight_dropout=0.0, **kwargs):
+        super().__init__()
+        self.module = nn.LSTM(*args, **kwargs)
+        self.weights, self.weight_dropout = weights, weight_dropout
+        for name in weights:
+            raw = self.module._parameters.pop(name)
+            self.module.register_parameter(name + "_raw", nn.Parameter(raw.data))
+
+    def _setweights(self):
+        for name in self.weights:
+            raw = getattr(self.module, name + "_raw")
+            weight = nn.functional.dropout(raw, self.weight_dropout, self.training)
+            # a plain tensor: the Parameter itself, which rate 0 hands back, would be registered
+            # under torch.nn's name
+            setattr(self.module, name, weight.view_as(weight))
+
+    def forward(self, input, hx=None):
+        self._setweights()
+        return self.module(input, hx)
 
 
 class MinCharRNNCell(nn.Module):

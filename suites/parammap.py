@@ -166,43 +166,50 @@ def parse_user_map(text: str) -> dict[str, str]:
 
 def from_user(cfg, shapes: dict[str, tuple], user: dict[str, str]) -> ParamMap:
     """The map a user gave (module key -> spec name, `.T` for transposed, `:GATES` for a key
-    holding those gates' rows in that order, `weight_ih:zr`), the module's spec-named entries
-    kept as they are (a spec name the map leaves out is its own key, or that name in a submodule
-    the map's keys sit in: `module.` for `module.weight_hh_l0_raw`); MappingError for a name the
-    spec does not have, or gates it does not."""
+    holding those gates' rows in that order, `weight_ih:zr`, and names joined by `+` for a matrix
+    over their inputs concatenated, its columns in that order: `weight_ih+weight_hh` over [x, h],
+    `weight_hh+weight_ih` over [h, x]), the module's spec-named entries kept as they are (a spec
+    name the map leaves out is its own key, or that name in a submodule the map's keys sit in:
+    `module.` for `module.weight_hh_l0_raw`); MappingError for a name the spec does not have,
+    gates it does not, or a key not shaped as its names need (a matrix over [x, h] given as
+    weight_ih)."""
     spec = spec_shapes(cfg)
     entries: dict[str, list[Piece]] = {name: [] for name in spec}
     gated: dict[str, dict[str, Piece]] = {}
     for key, given in user.items():
-        name, _, gates = given.partition(":")
-        layout = "T" if name.endswith(".T") else "plain"
-        name = name.removesuffix(".T")
+        text, _, gates = given.partition(":")
+        layout = "T" if text.endswith(".T") else "plain"
+        names = text.removesuffix(".T").split("+")
         if key not in shapes:
             if key.endswith(".T") and key[:-2] in shapes:
                 raise MappingError(f"--param-map {key}={given}: .T goes after the name "
-                                   f"({key[:-2]}={name}.T{':' + gates if gates else ''})")
+                                   f"({key[:-2]}={text}.T{':' + gates if gates else ''})")
             continue  # a map written for another configuration (e.g. more layers)
-        if name not in spec:
-            raise MappingError(f"--param-map {key}={given}: the spec has no parameter {name!r} "
-                               f"for {cfg.describe()}")
-        if layout == "plain" and len(spec[name]) == 1:
-            layout = vector_layout(shapes[key]) or layout
+        unknown = [name for name in names if name not in spec]
+        if unknown:
+            raise MappingError(f"--param-map {key}={given}: the spec has no parameter "
+                               f"{unknown[0]!r} for {cfg.describe()}")
+        pieces = _pieces(cfg, f"--param-map {key}={given}", key, tuple(shapes[key]), names, layout)
         if not gates:
-            entries[name].append(Piece(key, layout))
+            for name, piece in pieces.items():
+                entries[name].append(piece)
             continue
         if len(set(gates)) != len(gates) or not set(gates) <= set(cfg.gates):
             raise MappingError(f"--param-map {key}={given}: the gates of {cfg.describe()} are "
                                f"{', '.join(cfg.gates)}, each once")
         rows = cfg.hidden_size
-        held = shapes[key][1] if layout in ("T", "row") else shapes[key][0]
+        stored = next(iter(pieces.values())).layout
+        held = shapes[key][1] if stored in ("T", "row") else shapes[key][0]
         if held != len(gates) * rows:
             raise MappingError(f"--param-map {key}={given}: {key} holds {held} rows, "
                                f"{len(gates)} gate(s) of {rows}")
-        for index, gate in enumerate(gates):
-            if gate in gated.get(name, {}):
-                raise MappingError(f"--param-map gives gate {gate} of {name} twice "
-                                   f"({gated[name][gate].key} and {key})")
-            gated.setdefault(name, {})[gate] = Piece(key, layout, rows=(index * rows, (index + 1) * rows))
+        for name, piece in pieces.items():
+            for index, gate in enumerate(gates):
+                if gate in gated.get(name, {}):
+                    raise MappingError(f"--param-map gives gate {gate} of {name} twice "
+                                       f"({gated[name][gate].key} and {key})")
+                gated.setdefault(name, {})[gate] = replace(
+                    piece, rows=(index * rows, (index + 1) * rows))
     for name, pieces in gated.items():
         if set(pieces) != set(cfg.gates) or entries[name]:
             raise MappingError(f"--param-map gives {name} for gates {', '.join(pieces)} only, of "
@@ -216,3 +223,53 @@ def from_user(cfg, shapes: dict[str, tuple], user: dict[str, str]) -> ParamMap:
         if not entries[name] and len(matches) == 1:
             entries[name].append(Piece(matches[0]))
     return ParamMap({name: tuple(pieces) for name, pieces in entries.items()}, given=True)
+
+
+def _pieces(cfg, entry: str, key: str, shape: tuple, names: list[str],
+            layout: str) -> dict[str, Piece]:
+    """Spec name -> the piece of `key` (shaped `shape`, stored as `layout` says) a --param-map
+    `entry` gives it: the entry itself, or for matrices joined by "+" their columns in the order
+    given. MappingError where the key is not shaped as the names need: a vector for a bias, the
+    names' columns together for matrices."""
+    spec = spec_shapes(cfg)
+    if len(names) == 1 and len(spec[names[0]]) == 1:  # a vector, whichever way it stands
+        vector = vector_layout(shape)
+        if vector is None:
+            raise MappingError(f"{entry}: {key} {shape} holds no vector, {names[0]} is one "
+                               f"{tuple(spec[names[0]])}")
+        return {names[0]: Piece(key, vector)}
+    if len(set(names)) != len(names) or any(len(spec[n]) != 2 for n in names) or \
+            len({spec[n][0] for n in names}) != 1:
+        raise MappingError(f"{entry}: + joins matrices of as many rows, each once, into one over "
+                           f"their inputs ({', '.join(f'{n} {tuple(spec[n])}' for n in names)})")
+    widths = [spec[name][1] for name in names]
+    needs = f"{'+'.join(names)} needs {' + '.join(map(str, widths))} for {cfg.describe()}"
+    if len(shape) != 2:
+        raise MappingError(f"{entry}: {key} {shape} holds no matrix, {needs} columns")
+    columns = shape[0] if layout == "T" else shape[1]
+    if columns != sum(widths):
+        read = " read transposed" if layout == "T" else ""
+        raise MappingError(f"{entry}: {key} {shape}{read} has {columns} columns, "
+                           f"{needs}{_joined_hint(spec, names, columns)}")
+    if len(names) == 1:
+        return {names[0]: Piece(key, layout)}
+    starts = [sum(widths[:index]) for index in range(len(names))]
+    return {name: Piece(key, layout, cols=(start, start + width))
+            for name, start, width in zip(names, starts, widths)}
+
+
+def _joined_hint(spec: dict, names: list[str], columns: int) -> str:
+    """Where one matrix's `columns` are its own and another's of as many rows (weight_ih's and
+    weight_hh's: a matrix over [x, h]), how --param-map says so; the other matrix is the one
+    whose name differs least ("weight_hh_l0" for "weight_ih_l0"). Else nothing."""
+    if len(names) != 1:
+        return ""
+    [name] = names
+    rows, width = spec[name]
+    fits = [other for other, shape in spec.items() if other != name and len(shape) == 2
+            and shape[0] == rows and width + shape[1] == columns]
+    if not fits:
+        return ""
+    other = min(fits, key=lambda o: (len(o) != len(name), sum(a != b for a, b in zip(name, o))))
+    return (f"; a matrix over both inputs is {name}+{other}, its columns in that order "
+            f"({other}+{name}: the other way round)")

@@ -288,8 +288,9 @@ class Subject:
                           f"; say which is which with --param-map KEY=NAME,... (its keys: "
                           f"{', '.join(f'{k} {s}' for k, s in shapes.items())}; the spec's "
                           f"names: {', '.join(spec_shapes(cfg))}; NAME.T: stored transposed; "
-                          f"{_gates_syntax(cfg)}several keys given one name are stacked in the "
-                          "order given)",
+                          f"{_gates_syntax(cfg)}NAME+NAME: one matrix over their inputs "
+                          "concatenated, its columns in that order; several keys given one name "
+                          "are stacked in the order given)",
                           "param_names", parameters_matched=False) from None
         if spec.config_of is not None:
             cfg = spec.config_of(cfg, {name: shapes[pieces[0].key]

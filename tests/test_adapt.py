@@ -1267,6 +1267,93 @@ def test_a_user_map_can_say_which_gates_rows_a_key_holds():
     assert result.outcome == "passed", result.message
 
 
+def test_a_user_map_joins_names_for_a_matrix_over_the_concatenated_input_and_state():
+    cfg = Config("gru_cell", 3, 5)
+    shapes = {"rz.weight": (10, 8), "cand.weight": (8, 5), "rz.bias": (1, 10), "cand.bias": (5,)}
+    user = {"rz.weight": "weight_hh+weight_ih:rz", "cand.weight": "weight_ih+weight_hh.T:n",
+            "rz.bias": "bias_ih:rz", "cand.bias": "bias_ih:n"}
+    pmap = parammap.from_user(cfg, shapes, user)
+    assert pmap.entries["bias_ih"] == (Piece("rz.bias", "row", rows=(0, 5)),
+                                       Piece("rz.bias", "row", rows=(5, 10)),
+                                       Piece("cand.bias", rows=(0, 5)))
+    assert pmap.entries["weight_hh"] == (
+        Piece("rz.weight", rows=(0, 5), cols=(0, 5)), Piece("rz.weight", rows=(5, 10), cols=(0, 5)),
+        Piece("cand.weight", "T", rows=(0, 5), cols=(3, 8)))
+    assert pmap.entries["weight_ih"] == (
+        Piece("rz.weight", rows=(0, 5), cols=(5, 8)), Piece("rz.weight", rows=(5, 10), cols=(5, 8)),
+        Piece("cand.weight", "T", rows=(0, 5), cols=(0, 3)))
+
+
+def test_a_user_map_entry_not_shaped_as_its_names_need_is_refused():
+    cfg = Config("gru_cell", 3, 5)
+    shapes = {"gates.weight": (10, 8), "gates.bias": (10,)}
+    with pytest.raises(MappingError, match=(
+            r"^--param-map gates.weight=weight_ih:rz: gates.weight \(10, 8\) has 8 columns, "
+            r"weight_ih needs 3 for gru_cell\(3->5\); a matrix over both inputs is "
+            r"weight_ih\+weight_hh, its columns in that order \(weight_hh\+weight_ih: the other "
+            r"way round\)$")):
+        parammap.from_user(cfg, shapes, {"gates.weight": "weight_ih:rz"})
+    with pytest.raises(MappingError, match=r"gates.weight \(10, 8\) read transposed has 10 "
+                                           r"columns, weight_hh\+weight_ih needs 5 \+ 3"):
+        parammap.from_user(cfg, shapes, {"gates.weight": "weight_hh+weight_ih.T:rz"})
+    with pytest.raises(MappingError, match=r"gates.bias \(10,\) holds no matrix"):
+        parammap.from_user(cfg, shapes, {"gates.bias": "weight_ih:rz"})
+    with pytest.raises(MappingError, match=r"gates.weight \(10, 8\) holds no vector, bias_ih"):
+        parammap.from_user(cfg, shapes, {"gates.weight": "bias_ih:rz"})
+    with pytest.raises(MappingError, match=r"\+ joins matrices of as many rows, each once"):
+        parammap.from_user(cfg, shapes, {"gates.weight": "weight_ih+bias_hh"})
+
+
+class HiddenFirstGRUCell(nn.Module):
+    """torch.nn's GRU cell with r and z from one nn.Linear over [h, x] (and a bias of their
+    hidden side apart), the candidate's matrices apart."""
+
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        self.rz = nn.Linear(hidden_size + input_size, 2 * hidden_size)
+        self.rz_hidden_bias = nn.Parameter(torch.zeros(2 * hidden_size))
+        self.x2n, self.h2n = nn.Linear(input_size, hidden_size), nn.Linear(hidden_size, hidden_size)
+
+    def forward(self, x, h):
+        rz = self.rz(torch.cat([h, x], -1)) + self.rz_hidden_bias
+        r, z = torch.sigmoid(rz).chunk(2, -1)
+        n = torch.tanh(self.x2n(x) + r * self.h2n(h))
+        return (1 - z) * n + z * h
+
+
+class DiagramGRUCell(nn.Module):
+    """mwolf.dev's GRU diagram: r and z from one nn.Linear over [h, x], the candidate from one
+    over [r * h, x] (the reset gate before the matrix), h' = (1 - z) h + z n."""
+
+    def __init__(self, input_size, hidden_size):
+        super().__init__()
+        self.gates = nn.Linear(input_size + hidden_size, 2 * hidden_size)
+        self.cand = nn.Linear(input_size + hidden_size, hidden_size)
+
+    def forward(self, x, h):
+        r, z = torch.sigmoid(self.gates(torch.cat([h, x], -1))).chunk(2, -1)
+        n = torch.tanh(self.cand(torch.cat([r * h, x], -1)))
+        return (1 - z) * h + z * n
+
+
+def test_a_matrix_over_h_then_x_is_read_in_the_order_the_user_map_joins_its_names():
+    candidate = {"x2n.weight": "weight_ih:n", "x2n.bias": "bias_ih:n", "h2n.weight": "weight_hh:n",
+                 "h2n.bias": "bias_hh:n", "rz.bias": "bias_ih:rz", "rz_hidden_bias": "bias_hh:rz"}
+    state_first = forward_result("gru_cell", HiddenFirstGRUCell,
+                                 param_map={**candidate, "rz.weight": "weight_hh+weight_ih:rz"})
+    assert state_first.outcome == "passed", state_first.message
+    input_first = forward_result("gru_cell", HiddenFirstGRUCell,
+                                 param_map={**candidate, "rz.weight": "weight_ih+weight_hh:rz"})
+    assert input_first.outcome == "failed"
+
+
+def test_the_textbook_gru_under_a_user_map_over_h_then_x_is_the_textbook_gru():
+    user = {"gates.weight": "weight_hh+weight_ih:rz", "gates.bias": "bias_ih:rz",
+            "cand.weight": "weight_hh+weight_ih:n", "cand.bias": "bias_ih:n"}
+    result = forward_result("gru_cell", DiagramGRUCell, param_map=user)
+    assert (result.outcome, result.diagnosis) == ("failed", "gru_cho_textbook"), result.message
+
+
 def test_a_misshapen_parameter_under_a_user_map_leaves_the_function_not_checked():
     from rnnbench.suites.results import not_run
 

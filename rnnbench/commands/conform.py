@@ -43,7 +43,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--param-map", metavar="KEY=NAME,...",
                         help="your state_dict keys -> torch.nn's names where they differ, e.g. "
                              "W_ih=weight_ih_l0,W_hh=weight_hh_l0 (NAME.T: stored transposed; "
-                             "NAME:zr: a key holding those gates' rows, in that order)")
+                             "NAME:zr: a key holding those gates' rows, in that order; "
+                             "weight_ih+weight_hh: a matrix over [x, h], its columns in the "
+                             "order named, weight_hh+weight_ih over [h, x])")
     parser.add_argument("--fuzz", type=int, metavar="N",
                         help="instead of the case tables, search N drawn configurations and sizes "
                              "per kind (Hypothesis, seeded by --seed); a failure is shrunk to a "

@@ -93,8 +93,8 @@ catalogue.py (REAL_CODE).
   over it, so a deepcopy still computes with the original's parameters (and pickle refuses it).
 - `WrappedWeightDropLSTM`: AWD-LSTM's WeightDrop as its language model applies it: torch.nn's
   LSTM held as `module`, layer 0's `weight_hh_l0` alone kept as `weight_hh_l0_raw` and set back
-  (dropped, here at rate 0) before each call: torch.nn's names under a prefix, one of them renamed, in every layer and
-  direction.
+  (dropped, here at rate 0) before each call: torch.nn's names under a prefix, one of them
+  renamed, in every layer and direction.
 - `CellLoopLSTM`: a layer written as a loop over nn.LSTMCell, its input read batch-first and
   its state a required (h, c) of (batch, hidden) tensors, no layer axis (as a course's LSTM layer
   writes it): with torch.nn's state forward raises, and that state's shape is the first cause.

@@ -79,12 +79,18 @@ REFUSING = (AssertionError, ValueError, RuntimeError)
 
 
 def raised_naming(exc: BaseException, names) -> bool:
-    """Whether the line that raised `exc` (its innermost frame) names one of `names` as a word
-    (`assert not batch_first`, `raise ValueError("only supports num_layers=1")`)."""
+    """Whether `exc` was raised by an `assert` or `raise` statement of the user's own code (its
+    innermost frame, outside torch and rnnbench) whose line names one of `names` as a word
+    (`assert not batch_first`, `raise ValueError("only supports num_layers=1")`): a refusal,
+    not a torch operation that failed on a line that happens to name it."""
     frame = exc.__traceback__
     while frame is not None and frame.tb_next is not None:
         frame = frame.tb_next
     if frame is None:
         return False
-    line = linecache.getline(frame.tb_frame.f_code.co_filename, frame.tb_lineno)
-    return any(re.search(rf"\b{name}\b", line) for name in names)
+    path = frame.tb_frame.f_code.co_filename
+    if str(Path(path).resolve()).startswith(_not_users()):
+        return False
+    line = linecache.getline(path, frame.tb_lineno).strip()
+    return (line.startswith(("assert ", "raise ")) and
+            any(re.search(rf"\b{name}\b", line) for name in names))

@@ -68,9 +68,10 @@ DIAGNOSES: dict[str, str] = {
                       "or (h, c) alone",
     "dropout_in_eval": "dropout active in eval mode",
     "dropout_after_last_layer": "dropout applied after the last layer",
-    "dropout_in_recurrence": "dropout applied inside the recurrence (to the state a layer "
-                             "carries from step to step), where torch.nn drops only the "
-                             "outputs passed to the next layer",
+    "dropout_reaches_first_layer": "dropout changes the first layer's own final state in "
+                                   "training (dropped inside its recurrence, on its input, or "
+                                   "on the state it returns), where torch.nn drops only the "
+                                   "outputs one layer passes to the next",
     "dropout_wrong_scale": "dropout not scaled by 1/(1-p) (or wrong rate)",
     "changes_in_training": "output changes in training mode where nothing may drop (dropout=0, "
                            "or one layer): a dropout of its own, e.g. DropConnect on the weights",

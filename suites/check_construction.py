@@ -56,18 +56,13 @@ def check_parameters(subject, case) -> dict:
 
 
 def check_defaults(subject, case) -> dict:
-    """The constructor takes the sizes in torch.nn's order (`sizes_reversed`), and every
-    torch.nn argument its signature has defaults to torch.nn's value (`changed_defaults`), so
-    code written for torch.nn that passes the sizes by position and leaves the rest out builds
-    the module it means; the arguments of a feature the implementation lacks aside."""
+    """Code written for torch.nn that passes the sizes by position and leaves the rest out
+    builds the module it means: the constructor builds torch.nn's defaults
+    (`_require_default_built`), takes the sizes in torch.nn's order (`sizes_reversed`), and
+    defaults every torch.nn argument its signature has to torch.nn's value
+    (`changed_defaults`), the arguments of a feature the implementation lacks aside."""
+    _require_default_built(subject, case)
     constructor = subject.impl.kinds[subject.kind]
-    if "batch_first" in case.config.constructor_kwargs() and not case.config.batch_first:
-        built = subject.construct(case.config)
-        if isinstance(built, BatchFirstAdapter):
-            raise Finding(f"batch_first=False, {subject.suite.contract} default, is refused "
-                          f"({built.refused}): code written for it that leaves batch_first out "
-                          "gets no module (the checks built it batch_first=True and handed it "
-                          "the input batch-first)", "changed_default", argument="batch_first")
     reversed_sizes = sizes_reversed(subject.kind, constructor)
     if reversed_sizes:
         raise Finding(f"the constructor takes the hidden size first (`{reversed_sizes[0]}`, then "
@@ -83,6 +78,19 @@ def check_defaults(subject, case) -> dict:
                       f"module that leaves {them} out gets another module, or none",
                       "changed_default", argument=next(iter(changed)))
     return {}
+
+
+def _require_default_built(subject, case) -> None:
+    """batch_first=False, torch.nn's default, is not refused: the other checks build such a
+    module batch_first=True (`BatchFirstAdapter`), and this is the one that says so."""
+    if case.config.constructor_kwargs().get("batch_first") is not False:
+        return
+    built = subject.construct(case.config)
+    if isinstance(built, BatchFirstAdapter):
+        raise Finding(f"batch_first=False, {subject.suite.contract} default, is refused "
+                      f"({built.refused}): code written for it that leaves batch_first out "
+                      "gets no module (the checks built it batch_first=True and handed it the "
+                      "input batch-first)", "changed_default", argument="batch_first")
 
 
 def check_state_argument(subject, case) -> dict:

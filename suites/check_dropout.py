@@ -18,8 +18,8 @@ where kept. So:
   `dropout_wrong_scale`, or with p = 0 any unit dropped: `changes_in_training`;
 - an output of exactly 0 (phi(BETA + u) is never 0): dropout after the last layer,
   `dropout_after_last_layer`; a one-layer module must not drop at all;
-- layer 0's final state other than the reference's: dropout inside the recurrence (on the state
-  carried from step to step), `dropout_in_recurrence`;
+- layer 0's final state other than the reference's: dropout reaches the first layer itself (its
+  recurrence, its input or the state it returns), `dropout_reaches_first_layer`;
 - nothing dropped and nothing rescaled with p > 0: `dropout_not_applied`;
 - a unit's decision repeating across time steps more often than independent masks allow
   (binomial test): one mask per sequence, `dropout_mask_per_sequence`.
@@ -113,10 +113,10 @@ def check_train(subject, case) -> dict:
 
 
 def require_first_layer_state(run: Run, observed: dict) -> None:
-    """Dropout between layers never reaches the first layer's own recurrence: its final state
-    (h_n, and an LSTM's c_n, of layer 0 in each direction) is the reference's in training too.
-    A module that drops the h it carries to the next step (and returns as h_n) differs there,
-    even where p = 1 hides it from the output above."""
+    """Dropout between layers never reaches the first layer itself: its final state (h_n, and
+    an LSTM's c_n, of layer 0 in each direction) is the reference's in training too. A module
+    that drops the h it carries to the next step, the layer's input, or the h_n it returns
+    differs there, even where p = 1 hides it from the output above."""
     cfg = run.cfg
     expected, tol = run.expected(), run.tolerance()
     for name in run.spec.output_names(cfg)[1:]:
@@ -126,7 +126,7 @@ def require_first_layer_state(run: Run, observed: dict) -> None:
         if not agree({name: got}, {name: want}, tol):
             raise Finding(f"in training, layer 0's {name} differs from the reference (max abs "
                           f"{float(np.max(np.abs(got - want))):.1e}), which dropout between "
-                          "layers does not reach", "dropout_in_recurrence")
+                          "layers does not reach", "dropout_reaches_first_layer")
 
 
 def _same(a: dict, b: dict) -> bool:

@@ -26,8 +26,8 @@ from rnnbench.suites.check_numerics import backward
 from rnnbench.suites.compare import require_gradients_close, require_outputs_close
 from rnnbench.suites.diagnoses import diagnose_packed
 from rnnbench.suites.results import Finding
-from rnnbench.suites.run import (Run, coarser, describe_structure, extra_values, listed_state,
-                                 state_flat)
+from rnnbench.suites.run import (Run, coarser, describe_structure, listed_state,
+                                 past_extra_values, state_flat)
 from rnnbench.suites.subject import nest_state
 from rnnbench.suites.subject import call, spec_parameters, to_numpy
 
@@ -127,8 +127,7 @@ def unpack_packed(cfg, packed: PackedSequence, result) -> dict[str, torch.Tensor
     """forward's return value for a packed input as tensors keyed by output name (the output
     padded, time-major); Finding when its structure differs from torch.nn's."""
     lstm = cfg.family == "lstm"
-    if extra_values(result):  # the output-structure check says so, as of the next reading
-        result = tuple(result[:2])
+    result = past_extra_values(cfg, result)  # the output-structure check says so, as of:
     if lstm and state_flat(result):
         result = (result[0], tuple(result[1:]))
     if not (isinstance(result, (tuple, list)) and len(result) == 2):

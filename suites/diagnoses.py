@@ -23,7 +23,7 @@ import torch
 
 from rnnbench.findings import DIAGNOSES  # noqa: F401  (re-exported: the suites' vocabulary)
 from rnnbench import reference
-from rnnbench.impls.adapt import unwrapped
+from rnnbench.impls.adapt import BatchFirstAdapter, unwrapped
 from rnnbench.reference import io_shapes, output_names, param_shapes
 from rnnbench.reference.numerics import flatten_outputs, nest_state, state_names
 from rnnbench.suites import mistakes
@@ -36,7 +36,16 @@ from rnnbench.suites.subject import call, draw_params, params_of, to_numpy
 
 def diagnose(run, observed: dict | None, message: str = "") -> str | None:
     """The diagnosis id of a run whose outputs (`observed`, None if forward raised `message`)
-    are wrong."""
+    are wrong. A module built batch_first=True because it refused time-major
+    (`BatchFirstAdapter`) is handed its input batch-first: where it reads it time-major all the
+    same, it ignores its batch_first."""
+    found = _diagnosed(run, observed, message)
+    if found == "always_batch_first" and isinstance(run.module, BatchFirstAdapter):
+        return "batch_first_ignored"
+    return found
+
+
+def _diagnosed(run, observed: dict | None, message: str) -> str | None:
     if observed is None and transposed_operand(run.cfg, message):
         return "weight_transposed"
     tol = run.tolerance()
@@ -269,12 +278,12 @@ def _state_first(run, observed, expected, tol) -> str | None:
 
 
 def _state_layout(run, observed, expected, tol) -> str | None:
-    """forward raised on torch.nn's state and runs on the state as much code shapes it
-    (`_state_layouts`; on an unbatched input none with a layer axis, which reads as a batch of
-    one): the layout whose first output is the reference's is named, else the first that forward
-    runs on (a module that takes its state so and is wrong besides, or returns other outputs:
-    the layout is its first cause all the same). Not on a case whose tolerance is scaled up (the
-    saturated one), where a state read wrongly can still agree."""
+    """forward raised on torch.nn's state: the state layout (`_state_layouts`; on an unbatched
+    input none with a layer axis, which reads as a batch of one) whose first output is the
+    reference's is named, else the first that forward runs on (a module that takes its state so
+    and is wrong besides, or returns other outputs: the layout is its first cause all the same).
+    Not on a case whose tolerance is scaled up (the saturated one), where a state read wrongly
+    can still agree."""
     cfg = run.cfg
     if observed is not None or run.hx64 is None or run.case.tolerance_scale != 1.0:
         return None
@@ -304,41 +313,46 @@ def _state_layout(run, observed, expected, tol) -> str | None:
 
 
 def _state_layouts(run, ndim: int):
-    """(diagnosis, input, state, read of the first output) for each way code shapes the state
-    that `_state_layout` tries: a cell's h wrapped in a list, as Keras's cells take it (first:
-    a cell that reads `state[0]` runs on a layer axis too); a cell's state with a layer's
-    leading axis of one, (1, batch, hidden), as a one-layer stack's step takes it, alone or in
-    a tuple (h,) as an LSTM's is (h, c); a one-layer, one-direction layer's without its layer
-    axis, (batch, hidden), as a layer looping over a cell takes it (read time-major, or
-    batch-first where it reads its input so too: that is then its next finding); an LSTM's h and
-    c concatenated into one tensor, either way round, as TensorFlow's state_is_tuple=False keeps
-    them."""
+    """(diagnosis, input, state, read of the first output) for each state layout `_state_layout`
+    tries, in this order: a cell's h in a list, as Keras's cells take it (first: a cell that
+    reads `state[0]` runs on a layer axis too); a cell's state with a one-layer stack's leading
+    axis, alone or in a tuple (h,); a one-layer, one-direction layer's state without its layer
+    axis, as a loop over a cell takes it (the input time-major, or batch-first where the module
+    reads it so: that is then its next finding); an LSTM's h and c concatenated either way
+    round, as TensorFlow's state_is_tuple=False keeps them."""
     cfg = run.cfg
-    def unlayered(out):  # a cell's h, returned with the layer axis or without
-        return out[0] if out.dim() == ndim + 1 else out
-    def as_is(out):
-        return out
-    def tensors(reshape=lambda value: value):  # fresh ones for every call
+
+    def fresh(reshape=lambda value: value):
+        """The input and the state, each state tensor reshaped: new tensors for every call."""
         x, hx = run.tensors(hx64={name: reshape(value) for name, value in run.hx64.items()})
         return x, nest_state(cfg, hx)
-    if cfg.is_cell and cfg.family != "lstm":
-        x, h = tensors()
-        yield "state_in_list", x, [h], as_is
+
+    def same(out):
+        return out
+
+    def without_layer_axis(out):  # a cell's h, returned with the layer axis or without
+        return out[0] if out.dim() == ndim + 1 else out
+
+    def axes_swapped(value):
+        return value.transpose(0, 1)
+
     batched = is_batched(cfg, run.x64)  # unbatched, an axis of one reads as a batch of one
+    if cfg.is_cell and cfg.family != "lstm":
+        x, h = fresh()
+        yield "state_in_list", x, [h], same
     if batched and cfg.is_cell:
-        for wrap in (as_is, lambda state: (state,)) if cfg.family != "lstm" else (as_is,):
-            x, layered = tensors(lambda value: value[None])
-            yield "cell_state_layer_axis", x, wrap(layered), unlayered
+        for wrap in (same, lambda state: (state,)) if cfg.family != "lstm" else (same,):
+            x, layered = fresh(lambda value: value[None])
+            yield "cell_state_layer_axis", x, wrap(layered), without_layer_axis
     elif batched and cfg.num_layers * cfg.num_directions == 1:
-        x, flat = tensors(lambda value: value[0])
-        yield "h0_no_layer_dim", x, flat, as_is
-        if not cfg.batch_first:
-            x, flat = tensors(lambda value: value[0])
-            yield "h0_no_layer_dim", x.transpose(0, 1), flat, lambda out: out.transpose(0, 1)
+        batch_first_too = [] if cfg.batch_first else [axes_swapped]
+        for swap in [same, *batch_first_too]:  # the input handed, and the output read, so
+            x, unlayered = fresh(lambda value: value[0])
+            yield "h0_no_layer_dim", swap(x), unlayered, swap
     if cfg.family == "lstm":
         for order in ((0, 1), (1, 0)):
-            x, state = tensors()
-            yield "state_concatenated", x, torch.cat([state[i] for i in order], -1), as_is
+            x, state = fresh()
+            yield "state_concatenated", x, torch.cat([state[i] for i in order], -1), same
 
 
 def _state_named_first(module) -> bool:

@@ -278,6 +278,12 @@ def extra_values(result) -> bool:
             and all(item is None for item in result[2:]))
 
 
+def past_extra_values(cfg, result):
+    """A layer's return value as torch.nn's two values, where Nones follow them
+    (`extra_values`: the output-structure check says so); anything else as it is."""
+    return tuple(result[:2]) if not cfg.is_cell and extra_values(result) else result
+
+
 def state_flat(result) -> bool:
     """Whether an LSTM layer's return value is (output, h_n, c_n), the output (a tensor, or a
     PackedSequence) beside two state tensors, where torch.nn's nests the state: (output, (h_n,

@@ -52,7 +52,7 @@ from rnnbench.suites.divergence import locate
 from rnnbench.suites.kinds import SuiteKind, register_kind
 from rnnbench.suites.layers import blocks, is_batched, time_major
 from rnnbench.suites.results import Finding
-from rnnbench.suites.run import (Run, describe_structure, extra_values, listed_final_state,
+from rnnbench.suites.run import (Run, describe_structure, listed_final_state, past_extra_values,
                                  state_flat, steps_listed)
 from rnnbench.suites.statistics import fits, sample_fit
 from rnnbench.suites.subject import call, own_dtype, state_shapes, to_numpy
@@ -388,8 +388,10 @@ def _probe_outcome(subject, probe: Config, with_state: bool) -> bool | Finding:
     """A module of `probe`, read through the roles learnt so far, given float32 parameters,
     inputs of batch 2 (3 steps for a sequence) and, where it takes one, a random state
     (`with_state`) or zeros: True when its outputs' values are the reference's (in whatever
-    dtype: how the parameters are stored is asked, not the contract), False when they are not
-    or forward raised, the Finding when the parameters could not be loaded."""
+    dtype: how the parameters are stored is asked, not the contract), or its output sequence
+    is when handed the input batch-first (`_batch_first_output`; zeros are then left to the
+    module, which may shape its state its own way), False when they are not or forward raised,
+    the Finding when the parameters could not be loaded."""
     case = Case("roles", probe, 2, 3, h0=subject.takes_state)
     try:
         run = Run(subject, case, "float32", "roles")
@@ -467,8 +469,7 @@ def flatten_result(cfg: Config, result) -> dict[str, torch.Tensor]:
     `output-structure` check holds those against the drop-in level."""
     if isinstance(result, torch.Tensor) and len(output_names(cfg)) > 1:
         return {output_names(cfg)[0]: result}
-    if not cfg.is_cell and extra_values(result):
-        result = tuple(result[:2])
+    result = past_extra_values(cfg, result)
 
     lstm = cfg.family == "lstm"
     if not cfg.is_cell and steps_listed(result):
@@ -546,24 +547,17 @@ def batch_and_steps(cfg: Config, x) -> tuple[int | None, int]:
 
 def shape_diagnosis(cfg: Config, batch, steps, name: str, got: tuple) -> str | None:
     """Name the mistakes a wrong output shape gives away."""
-    shapes = io_shapes(cfg, batch, steps)
-    want = shapes[name]
+    want = io_shapes(cfg, batch, steps)[name]
     if cfg.is_cell and batch is not None and got == (1, *want):
         return "cell_state_layer_axis"
-    swapped = {"h_n": "c_n", "c_n": "h_n", "h": "c", "c": "h"}.get(name)
-    if cfg.family == "lstm" and swapped and got == shapes[swapped] != want:
-        return "lstm_state_swapped"  # h and c differ in shape where h is projected
     if batch == 1 and name not in ("h_n", "c_n") and got == io_shapes(cfg, None, steps)[name]:
         return "batch_of_one_broken"  # the batch axis squeezed away
-    if not cfg.is_cell and batch is not None and batch != steps:
-        # A module that reads its input the other way round (ignoring batch_first, or always
-        # batch-first) takes the steps for the batch: its h_n, with its layer axis or without,
-        # has as many rows as there are steps. That reading is the cause, whatever it returns.
-        read = io_shapes(cfg.replace(batch_first=not cfg.batch_first), steps, batch)[name]
-        if got == read or (name in ("h_n", "c_n") and read[0] == 1 and got == read[1:]):
-            return "batch_first_ignored" if cfg.batch_first else "always_batch_first"
     if name in ("h_n", "c_n") and len(got) == len(want) - 1:
         return "h_n_no_layer_dim"
+    if cfg.batch_first and batch is not None and batch != steps:
+        # A module that ignores batch_first reads (N, L, I) as N steps of a batch of L.
+        if got == io_shapes(cfg.replace(batch_first=False), steps, batch)[name]:
+            return "batch_first_ignored"
     return None
 
 

@@ -1221,7 +1221,11 @@ class CellFirstLSTM(nn.LSTM):
 
 def test_an_lstm_state_returned_as_c_then_h_is_named():
     for module, kind in ((CellFirstLSTMCell, "lstm_cell"), (CellFirstLSTM, "lstm")):
-        assert diagnoses(run(module, kind, "forward")) == {"lstm_state_swapped"}, kind
+        # (Where h is projected the two differ in shape, and a misshapen h_n alone does not
+        # say that c_n is h_n: an unprojected h_n has c_n's shape too.)
+        results = [r for r in failed(run(module, kind, "forward"))
+                   if not r.case.startswith("projection")]
+        assert results and {r.diagnosis for r in results} == {"lstm_state_swapped"}, kind
 
 
 class FalseSentinelRNN(nn.RNN):

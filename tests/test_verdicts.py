@@ -160,6 +160,7 @@ def test_gradients_behind_a_forward_right_to_float32_only_are_still_compared():
 
 
 def test_a_constructor_refusing_a_feature_lacks_it_where_it_refuses_and_is_judged_elsewhere():
+    import torch
     from torch import nn
 
     from rnnbench.impls import Implementation
@@ -204,10 +205,16 @@ def test_a_constructor_refusing_a_feature_lacks_it_where_it_refuses_and_is_judge
             if self.num_layers != 1:
                 raise ValueError("OneLayerOnly only supports num_layers=1")
 
+    class ViewOfLayers(nn.RNN):  # a torch operation failing on a line that names num_layers
+        def __init__(self, input_size, hidden_size, num_layers=1, **kwargs):
+            super().__init__(input_size, hidden_size, num_layers, **kwargs)
+            self.start = torch.ones(hidden_size).view(num_layers, hidden_size)
+
     asserted = judged(OneLayer)
     assert asserted.outcome == "not_supported" and "raised AssertionError" in asserted.message
     said = judged(OneLayerOnly)
     assert said.outcome == "not_supported" and "raised ValueError" in said.message
+    assert judged(ViewOfLayers).outcome == "failed"  # a bug, not a refusal
     assert judged(BrokenInvariant).outcome == "passed"  # square: the invariant holds, and it runs
     [crash] = run_checks(Implementation("b", {"rnn": BrokenInvariant}),
                          checks="forward/two-layer-bidirectional")
@@ -249,6 +256,16 @@ def test_a_constructor_refusing_batch_first_false_is_judged_built_batch_first():
     assert failed == ["changed_default"]
     wrong, _ = verdicts(ReversedBatchFirstOnly)
     assert wrong["numerics"].state == "does not conform"
+
+    class TimeMajorInside(nn.GRU):  # asserts batch_first, then builds time-major all the same
+        def __init__(self, input_size, hidden_size, batch_first=False, **kwargs):
+            assert batch_first, "only batch_first=True"
+            super().__init__(input_size, hidden_size, **kwargs)
+
+    ignored, results = verdicts(TimeMajorInside)
+    assert ignored["numerics"].state == "does not conform"
+    forward = [r for r in results if r.outcome == "failed" and r.check.startswith("forward/")]
+    assert forward and {r.diagnosis for r in forward} == {"batch_first_ignored"}
 
 
 def test_a_crash_with_a_state_is_not_read_as_batch_first_where_half_precision_blurs_the_two():

@@ -104,7 +104,7 @@ PLANTED = [
     Planted(f"{ZOO}/dropout_bugs.py:DropoutRateAsKeep", "rnn", "dropout_wrong_scale", "p used as the keep probability"),
     Planted(f"{ZOO}/dropout_bugs.py:WeightDropInTraining", "lstm", "changes_in_training",
             "DropConnect on W_hh in training at a rate of its own"),
-    Planted(f"{ZOO}/dropout_bugs.py:DropoutInRecurrence", "gru", "dropout_in_recurrence",
+    Planted(f"{ZOO}/dropout_bugs.py:DropoutInRecurrence", "gru", "dropout_reaches_first_layer",
             "a lower layer's dropped h carried as its state too"),
     # construction contract
     Planted(f"{ZOO}/contract_bugs.py:OneBasedNames", "rnn", "param_names", "1-based layer names (weight_ih_l1 first, as R torch)"),

@@ -86,8 +86,8 @@ def require_none_as_omitted(run: Run) -> None:
     """forward(input, None) answers as forward(input) did: torch.nn documents hx=None as the
     state omitted, and code that carries the state from call to call starts from `hidden =
     None` (a forward whose default is another sentinel, `hx=False`, crashes on it). A forward
-    that takes no state at all is not asked."""
-    if not run.subject.takes_state:
+    that takes no state at all (or a kind without one) is not asked."""
+    if not run.subject.takes_state or not run.spec.state_names(run.cfg):
         return
     x = run.tensors()[0]
     try:

@@ -1219,6 +1219,18 @@ class CellFirstLSTM(nn.LSTM):
         return output, (c_n, h_n)
 
 
+class HOnlyLSTMCell(nn.LSTMCell):
+    """torch.nn's LSTM cell returning h alone, and wrong: its h squashed again."""
+
+    def forward(self, input, hx=None):
+        return torch.tanh(super().forward(input, hx)[0])
+
+
+def test_an_lstm_cell_returning_h_alone_is_diagnosed_without_its_c():
+    results = run(HOnlyLSTMCell, "lstm_cell", "forward")
+    assert failed(results) and not [r for r in results if r.outcome == "error"]
+
+
 def test_an_lstm_state_returned_as_c_then_h_is_named():
     for module, kind in ((CellFirstLSTMCell, "lstm_cell"), (CellFirstLSTM, "lstm")):
         # (Where h is projected the two differ in shape, and a misshapen h_n alone does not

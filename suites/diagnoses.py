@@ -319,9 +319,10 @@ def _state_layouts(run, ndim: int):
     tries, in this order: a cell's h in a list, as Keras's cells take it (first: a cell that
     reads `state[0]` runs on a layer axis too); a cell's state with a one-layer stack's leading
     axis, alone or in a tuple (h,); a one-layer, one-direction layer's state without its layer
-    axis, as a loop over a cell takes it (the input time-major, or batch-first where the module
-    reads it so: that is then its next finding); an LSTM's h and c concatenated either way
-    round, as TensorFlow's state_is_tuple=False keeps them."""
+    axis, as a loop over a cell takes it (the input time-major; where the module runs on that
+    state only with the input handed batch-first, that reading is named, the state's layout
+    being its next finding); an LSTM's h and c concatenated either way round, as TensorFlow's
+    state_is_tuple=False keeps them."""
     cfg = run.cfg
 
     def fresh(reshape=lambda value: value):
@@ -347,10 +348,11 @@ def _state_layouts(run, ndim: int):
             x, layered = fresh(lambda value: value[None])
             yield "cell_state_layer_axis", x, wrap(layered), without_layer_axis
     elif batched and cfg.num_layers * cfg.num_directions == 1:
-        batch_first_too = [] if cfg.batch_first else [axes_swapped]
-        for swap in [same, *batch_first_too]:  # the input handed, and the output read, so
-            x, unlayered = fresh(lambda value: value[0])
-            yield "h0_no_layer_dim", swap(x), unlayered, swap
+        x, unlayered = fresh(lambda value: value[0])
+        yield "h0_no_layer_dim", x, unlayered, same
+        if not cfg.batch_first:  # where it runs only on the input handed batch-first, that
+            x, unlayered = fresh(lambda value: value[0])  # reading came first
+            yield "always_batch_first", axes_swapped(x), unlayered, axes_swapped
     if cfg.family == "lstm":
         for order in ((0, 1), (1, 0)):
             x, state = fresh()

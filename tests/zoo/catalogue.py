@@ -240,7 +240,7 @@ REAL_CODE = [
              dict.fromkeys(("no_bias", "factory_kwargs", "optional_state"), "signature")),
     RealCode(f"{REAL}:ZeroDivisionRNN", "rnn", "wrong_exception_type", YES, NO, {}),
     # The full list: in the quick one the batched crash also explains more checks.
-    RealCode(f"{REAL}:GateTripletLSTM", "lstm", "h0_no_layer_dim", NO, NO,
+    RealCode(f"{REAL}:GateTripletLSTM", "lstm", "always_batch_first", NO, NO,
              dict.fromkeys(("num_layers", "bidirectional", "no_bias", "proj_size",
                             "factory_kwargs", "dropout"), "signature"), quick=False),
     RealCode(f"{REAL}:SplitLinearGRUCell", "gru_cell", "param_names", UNCHECKED, NO,
@@ -274,7 +274,7 @@ REAL_CODE = [
              dict.fromkeys(("no_bias", "factory_kwargs", "optional_state"), "signature")),
     RealCode(f"{REAL}:ReadoutRNNCell", "rnn_cell", "forward returned a tuple (Tensor, Tensor)",
              NO, NO, {}),
-    RealCode(f"{REAL}:CellLoopLSTM", "lstm", "h0_no_layer_dim", NO, NO,
+    RealCode(f"{REAL}:CellLoopLSTM", "lstm", "always_batch_first", NO, NO,
              dict.fromkeys(("num_layers", "bidirectional", "batch_first", "dropout", "proj_size",
                             "no_bias", "factory_kwargs", "optional_state"), "signature")),
     RealCode(f"{REAL}:StackStepGRUCell", "gru_cell", "cell_state_layer_axis", NO, NO,

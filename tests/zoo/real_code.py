@@ -42,8 +42,9 @@ catalogue.py (REAL_CODE).
 - `ZeroDivisionRNN`: hidden_size=0 raises ZeroDivisionError while computing the init bound.
 - `GateTripletLSTM`: one (U, V, b) per gate named by its letter, in a hand-written loop that
   reads the input batch-first whatever `batch_first` says, sizes the omitted state by
-  input_size and keeps 2-D states: its state taken without the layer axis comes first (the
-  batched sequence's crash, before the unbatched one's, which explains more checks).
+  input_size and keeps 2-D states: its batch-first reading comes first (the batched sequence's
+  crash, which needs the input handed batch-first as well as a 2-D state, before the unbatched
+  one's, which explains more checks).
 - `BatchFirstByDefaultLSTM`: torch.nn's LSTM whose `batch_first` defaults to True, as
   reinforcement-learning libraries' LSTMs do: right whenever the argument is given, another
   module for code that leaves it out.
@@ -97,7 +98,8 @@ catalogue.py (REAL_CODE).
   renamed, in every layer and direction.
 - `CellLoopLSTM`: a layer written as a loop over nn.LSTMCell, its input read batch-first and
   its state a required (h, c) of (batch, hidden) tensors, no layer axis (as a course's LSTM layer
-  writes it): with torch.nn's state forward raises, and that state's shape is the first cause.
+  writes it): forward raises with torch.nn's state, and runs on a (batch, hidden) one only with
+  the input handed batch-first: that reading is the first cause, the state's shape the next.
 - `StackStepGRUCell`: torch.nn's GRU cell behind a one-layer stack's step, as seq2seq decoders
   write it: the state a tuple (h,) with a layer axis, (1, batch, hidden), in and out, beside the
   output.

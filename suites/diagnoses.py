@@ -248,6 +248,13 @@ def _tensors(value):
             yield from _tensors(item)
 
 
+def output_sequence(result) -> torch.Tensor | None:
+    """The output sequence in a layer's return value, alone or first: its first tensor, where
+    that is 3-D (batched); None otherwise."""
+    output = next(_tensors(result), None)
+    return output if output is not None and output.dim() == 3 else None
+
+
 def _training_changes_output(run, observed, expected, tol) -> str | None:
     """A module without dropout whose output is right in eval mode but wrong in training mode
     drops units with p = 0. (One that raised is not judged so: its eval run differs in more than
@@ -350,8 +357,9 @@ def _state_layouts(run, ndim: int):
     elif batched and cfg.num_layers * cfg.num_directions == 1:
         x, unlayered = fresh(lambda value: value[0])
         yield "h0_no_layer_dim", x, unlayered, same
-        if not cfg.batch_first:  # where it runs only on the input handed batch-first, that
-            x, unlayered = fresh(lambda value: value[0])  # reading came first
+        if not cfg.batch_first:
+            # where it runs only on the input handed batch-first, that reading came first
+            x, unlayered = fresh(lambda value: value[0])
             yield "always_batch_first", axes_swapped(x), unlayered, axes_swapped
     if cfg.family == "lstm":
         for order in ((0, 1), (1, 0)):
@@ -378,16 +386,15 @@ def _always_batch_first(run, observed, expected, tol) -> str | None:
     if cfg.is_cell or cfg.batch_first or not is_batched(cfg, run.x64):
         return None
 
-    def output_sequence(x) -> np.ndarray | None:
+    def output_for(x) -> np.ndarray | None:
         try:
-            result = run.subject_call(x)
+            output = output_sequence(run.subject_call(x))
         except Finding:
             return None
-        output = next(_tensors(result), None)  # the output sequence, alone or first
-        return to_numpy(output) if output is not None and output.dim() == 3 else None
+        return None if output is None else to_numpy(output)
 
     x = run.tensors()[0]
-    batch_first, time_major = output_sequence(x.transpose(0, 1)), output_sequence(x)
+    batch_first, time_major = output_for(x.transpose(0, 1)), output_for(x)
     if batch_first is None or time_major is None:
         return None
     want = {"output": run.expected(hx=None)["output"]}

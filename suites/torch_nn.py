@@ -46,7 +46,7 @@ from rnnbench.suites.cases import OMITTED, Case, PackedCase
 from rnnbench.suites.check_construction import InvalidArgument
 from rnnbench.suites.check_errors import INPUT_DTYPE, WRONG_INPUTS
 from rnnbench.suites.compare import SAMPLE_VALUES, first_mismatch, identical
-from rnnbench.suites.diagnoses import diagnose, final_state_mismatch
+from rnnbench.suites.diagnoses import diagnose, final_state_mismatch, output_sequence
 from rnnbench.suites.features import refused_configuration
 from rnnbench.suites.divergence import locate
 from rnnbench.suites.kinds import SuiteKind, register_kind
@@ -427,9 +427,8 @@ def _batch_first_output(run, x, hx, expected: dict, tol) -> bool:
         result = run.subject_call(x.transpose(0, 1), hx)
     except Finding:
         return False
-    output = result if isinstance(result, torch.Tensor) else (
-        result[0] if isinstance(result, (tuple, list)) and result else None)
-    if not isinstance(output, torch.Tensor) or output.dim() != 3:
+    output = output_sequence(result)
+    if output is None:
         return False
     seen = to_numpy(output).swapaxes(0, 1)
     return (seen.shape == expected["output"].shape
